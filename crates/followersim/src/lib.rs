@@ -1,0 +1,1 @@
+//! Follower simulator (work in progress).

@@ -1,0 +1,1 @@
+//! Replicated partition log (work in progress).

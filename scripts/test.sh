@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The project's one test command (README: "Test it").
+#
+# On a fresh machine it installs what the tests need, then runs every suite:
+#   1. formatting and lints (cargo fmt, cargo clippy -D warnings)
+#   2. the Rust workspace tests (unit, property, integration with librdkafka)
+#   3. real-client tests in Python (kafka-python) from a venv it creates
+#   4. the demo scripts, which are tests too
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# ---------------------------------------------------------------- installs
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+if ((${#need_apt[@]})); then
+    step "installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || true
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+VENV="$ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest' 2>/dev/null; then
+    step "creating Python venv with kafka-python and pytest"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' pytest
+fi
+
+# ---------------------------------------------------------------- checks
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -q -- -D warnings
+
+step "cargo test (workspace)"
+cargo build --release -q --workspace --bins
+cargo test --workspace -q 2>&1
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+    step "real-client tests: kafka-python"
+    PURGATORY_BIN="$ROOT/target/release/purgatory" "$VENV/bin/python" -m pytest -q tests/python
+fi
+
+if [ -d scripts/demos ]; then
+    for demo in scripts/demos/*.sh; do
+        [ -e "$demo" ] || continue
+        step "demo: $demo"
+        bash "$demo"
+    done
+fi
+
+step "all suites passed"
