@@ -1,1 +1,47 @@
-//! Replicated partition log (work in progress).
+//! # replog: an in-memory replicated partition log, the way a Kafka leader keeps it
+//!
+//! This crate models what a Kafka partition leader knows about one partition:
+//!
+//! * the **log** itself, a sequence of record batches stored exactly as producers sent
+//!   them, except for the base offset and leader epoch the leader writes in
+//!   ([`batch`]);
+//! * the **offsets** that describe it: log start offset, log end offset (LEO) and high
+//!   watermark (HW) ([`partition`]);
+//! * the **followers**' progress and the **in-sync replica set** (ISR) derived from it,
+//!   with Kafka's `lastCaughtUpTimeMs` rule ([`replica`]);
+//! * the **idempotent producers**' sequence numbers, so retried batches are not written
+//!   twice ([`producer_state`]).
+//!
+//! It is pure: no I/O, no threads, no clock. Methods that depend on time take
+//! `now_ms`, so the broker drives them with its clock and tests with a manual one.
+//!
+//! ```
+//! use replog::{LogConfig, Partition, ReadBound};
+//!
+//! // Leader 1, followers 2 and 3, created at t = 0.
+//! let mut p = Partition::new("demo", 0, 1, vec![1, 2, 3], LogConfig::default(), 0);
+//! assert_eq!(p.isr(), vec![1, 2, 3]);
+//! // Followers report their LEO by fetching; with nothing appended, the HW stays 0.
+//! let update = p.update_follower_fetch(2, 0, 10).unwrap();
+//! assert_eq!(update.high_watermark, 0);
+//! assert!(p.read(0, 1024, ReadBound::HighWatermark).unwrap().records.is_empty());
+//! ```
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod partition;
+pub mod producer_state;
+pub mod replica;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::LogConfig;
+pub use error::{AppendError, FollowerError, ReadError};
+pub use partition::{
+    AppendInfo, FollowerSnapshot, FollowerUpdate, Partition, PartitionSnapshot, ReadBound,
+    ReadResult, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};
+pub use producer_state::{BatchMetadata, ProducerStateEntry};
+pub use replica::FollowerState;

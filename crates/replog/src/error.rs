@@ -1,0 +1,167 @@
+//! # Errors, and the Kafka error codes they map to
+//!
+//! Every error a partition can return corresponds to one error code of the Kafka
+//! protocol, so the broker can put `kafka_error_code()` straight into a response.
+//! Note what is *not* an error: an idempotent producer retrying a batch the log
+//! already holds gets a successful answer (with `duplicate = true`), exactly as Kafka
+//! acknowledges such retries with the original offsets.
+
+use thiserror::Error;
+
+/// Kafka error codes used by this crate (from the protocol's `Errors` table).
+pub mod codes {
+    /// `OFFSET_OUT_OF_RANGE`: fetch offset below the log start or above the log end.
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// `CORRUPT_MESSAGE`: a batch's CRC does not match its bytes.
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    /// `NOT_LEADER_OR_FOLLOWER`: the replica is not assigned to this partition.
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// `MESSAGE_TOO_LARGE`: a batch exceeds `message.max.bytes`.
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`: an idempotent batch's sequence leaves a gap.
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// `INVALID_PRODUCER_EPOCH`: the batch comes from a fenced (older) producer epoch.
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    /// `INVALID_RECORD`: malformed batch (truncated, wrong magic, inconsistent header...).
+    pub const INVALID_RECORD: i16 = 87;
+}
+
+/// Why [`crate::Partition::append`] refused a `records` blob. Nothing was appended.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AppendError {
+    /// The CRC-32C stored in a batch does not match its bytes (`CORRUPT_MESSAGE`, 2).
+    #[error("corrupt record batch: stored CRC {stored_crc:#010x}, computed {computed_crc:#010x}")]
+    CorruptMessage {
+        /// The CRC in the batch header.
+        stored_crc: u32,
+        /// The CRC-32C computed over the batch's bytes.
+        computed_crc: u32,
+    },
+    /// The bytes are not a well-formed sequence of v2 batches (`INVALID_RECORD`, 87):
+    /// empty, truncated, a magic other than 2, or an inconsistent header.
+    #[error("invalid record batch: {reason}")]
+    InvalidRecord {
+        /// Human-readable explanation, for logs.
+        reason: String,
+    },
+    /// A batch is larger than `message.max.bytes` (`MESSAGE_TOO_LARGE`, 10).
+    #[error("record batch of {size} bytes exceeds the maximum of {max} bytes")]
+    MessageTooLarge {
+        /// Size of the offending batch.
+        size: usize,
+        /// The configured limit ([`crate::LogConfig::max_batch_bytes`]).
+        max: usize,
+    },
+    /// An idempotent batch's first sequence number does not follow the producer's last
+    /// one, and is not a retry of a recent batch (`OUT_OF_ORDER_SEQUENCE_NUMBER`, 45).
+    #[error("out of order sequence for producer {producer_id} (epoch {producer_epoch}): expected {expected_sequence}, got {first_sequence}")]
+    OutOfOrderSequence {
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        producer_epoch: i16,
+        /// The sequence the log expected next (0 for a new producer or a new epoch).
+        expected_sequence: i32,
+        /// The batch's `baseSequence`.
+        first_sequence: i32,
+    },
+    /// The batch's producer epoch is older than the one the log knows: a newer
+    /// instance of this producer has fenced it (`INVALID_PRODUCER_EPOCH`, 47).
+    #[error("producer {producer_id} epoch {producer_epoch} is older than the current epoch {current_epoch}")]
+    InvalidProducerEpoch {
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's (stale) epoch.
+        producer_epoch: i16,
+        /// The epoch the log has seen.
+        current_epoch: i16,
+    },
+}
+
+impl AppendError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            AppendError::CorruptMessage { .. } => codes::CORRUPT_MESSAGE,
+            AppendError::InvalidRecord { .. } => codes::INVALID_RECORD,
+            AppendError::MessageTooLarge { .. } => codes::MESSAGE_TOO_LARGE,
+            AppendError::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            AppendError::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
+        }
+    }
+
+    /// The Kafka name of the error code, e.g. `"CORRUPT_MESSAGE"`.
+    pub fn kafka_error_name(&self) -> &'static str {
+        match self {
+            AppendError::CorruptMessage { .. } => "CORRUPT_MESSAGE",
+            AppendError::InvalidRecord { .. } => "INVALID_RECORD",
+            AppendError::MessageTooLarge { .. } => "MESSAGE_TOO_LARGE",
+            AppendError::OutOfOrderSequence { .. } => "OUT_OF_ORDER_SEQUENCE_NUMBER",
+            AppendError::InvalidProducerEpoch { .. } => "INVALID_PRODUCER_EPOCH",
+        }
+    }
+}
+
+/// Why [`crate::Partition::read`] could not serve a fetch.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReadError {
+    /// The fetch offset is below the log start offset (retention removed that data)
+    /// or above the log end offset (`OFFSET_OUT_OF_RANGE`, 1).
+    #[error("fetch offset {fetch_offset} is outside [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        /// The requested offset.
+        fetch_offset: i64,
+        /// The first offset still in the log.
+        log_start_offset: i64,
+        /// The log end offset.
+        log_end_offset: i64,
+    },
+}
+
+impl ReadError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            ReadError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        }
+    }
+}
+
+/// Why [`crate::Partition::update_follower_fetch`] did not record a follower fetch.
+/// The follower's state is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FollowerError {
+    /// The id is not one of this partition's follower replicas (the leader itself
+    /// counts as "not a follower"). Kafka answers `NOT_LEADER_OR_FOLLOWER` (6) here,
+    /// or `UNKNOWN_LEADER_EPOCH` (74) when the fetch carried a current leader epoch;
+    /// [`FollowerError::kafka_error_code`] returns the former.
+    #[error("replica {replica_id} is not a follower of this partition")]
+    NotAReplica {
+        /// The unknown replica id.
+        replica_id: i32,
+    },
+    /// The follower's fetch offset is below the log start or above the leader's log
+    /// end offset (`OFFSET_OUT_OF_RANGE`, 1). A real follower then truncates or
+    /// resets to the log start offset.
+    #[error(
+        "follower fetch offset {fetch_offset} is outside [{log_start_offset}, {log_end_offset}]"
+    )]
+    OffsetOutOfRange {
+        /// The follower's fetch offset.
+        fetch_offset: i64,
+        /// The leader's log start offset.
+        log_start_offset: i64,
+        /// The leader's log end offset.
+        log_end_offset: i64,
+    },
+}
+
+impl FollowerError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            FollowerError::NotAReplica { .. } => codes::NOT_LEADER_OR_FOLLOWER,
+            FollowerError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The v2 batch header: parsing, validation rules, helpers.
+
+use super::encoder::{fix_crc, BatchBuilder};
+use crate::batch::{
+    batch_headers, field, increment_sequence, split_and_validate, validate_batch, BatchHeader,
+};
+use crate::error::AppendError;
+
+const MAX: usize = 1_048_588;
+
+#[test]
+fn parses_every_header_field() {
+    let bytes = BatchBuilder::new(3)
+        .timestamp(5_000)
+        .producer(42, 7, 10)
+        .attributes(0x10)
+        .build();
+    let h = BatchHeader::parse(&bytes).unwrap();
+    assert_eq!(h.base_offset, 0);
+    assert_eq!(h.size_in_bytes(), Some(bytes.len()));
+    assert_eq!(h.partition_leader_epoch, -1);
+    assert_eq!(h.magic, 2);
+    assert_eq!(h.last_offset_delta, 2);
+    assert_eq!(h.record_count, 3);
+    assert_eq!(h.base_timestamp, 5_000);
+    assert_eq!(h.max_timestamp, 5_002);
+    assert_eq!(
+        (h.producer_id, h.producer_epoch, h.base_sequence),
+        (42, 7, 10)
+    );
+    assert!(h.is_transactional() && !h.is_control() && h.is_idempotent());
+    assert_eq!(h.last_sequence(), 12);
+    assert_eq!(h.compression_codec(), 0);
+}
+
+#[test]
+fn header_shorter_than_61_bytes_does_not_parse() {
+    let bytes = BatchBuilder::new(1).build();
+    assert!(BatchHeader::parse(&bytes[..60]).is_none());
+}
+
+#[test]
+fn sequence_numbers_wrap_at_i32_max() {
+    assert_eq!(increment_sequence(5, 3), 8);
+    assert_eq!(increment_sequence(i32::MAX, 1), 0);
+    assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
+    assert_eq!(increment_sequence(i32::MAX, i32::MAX), i32::MAX - 1);
+}
+
+#[test]
+fn magic_other_than_2_is_invalid_record() {
+    let mut bytes = BatchBuilder::new(1).build();
+    bytes[field::MAGIC] = 1;
+    let err = validate_batch(&bytes, MAX).unwrap_err();
+    assert!(matches!(err, AppendError::InvalidRecord { .. }), "{err:?}");
+}
+
+#[test]
+fn batch_above_max_is_message_too_large() {
+    let bytes = BatchBuilder::with_value_size(500).build();
+    let err = validate_batch(&bytes, 400).unwrap_err();
+    assert_eq!(
+        err,
+        AppendError::MessageTooLarge {
+            size: bytes.len(),
+            max: 400
+        }
+    );
+    assert_eq!(err.kafka_error_code(), 10);
+    assert!(validate_batch(&bytes, bytes.len()).is_ok());
+}
+
+#[test]
+fn inconsistent_headers_are_invalid_records() {
+    // Each edit keeps a correct CRC, so only the consistency check can object.
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "lastOffsetDelta != count - 1",
+            Box::new(|b| b[field::LAST_OFFSET_DELTA + 3] = 5),
+        ),
+        (
+            "negative lastOffsetDelta",
+            Box::new(|b| {
+                b[field::LAST_OFFSET_DELTA..field::LAST_OFFSET_DELTA + 4]
+                    .copy_from_slice(&(-1i32).to_be_bytes())
+            }),
+        ),
+        (
+            "zero record count",
+            Box::new(|b| {
+                b[field::RECORD_COUNT..field::RECORD_COUNT + 4].copy_from_slice(&0i32.to_be_bytes())
+            }),
+        ),
+        (
+            "control batch",
+            Box::new(|b| b[field::ATTRIBUTES + 1] |= 0x20),
+        ),
+        (
+            "transactional without producer id",
+            Box::new(|b| b[field::ATTRIBUTES + 1] |= 0x10),
+        ),
+        (
+            "producer id without sequence",
+            Box::new(|b| {
+                b[field::PRODUCER_ID..field::PRODUCER_ID + 8].copy_from_slice(&9i64.to_be_bytes())
+            }),
+        ),
+    ];
+    for (what, edit) in edits {
+        let mut bytes = BatchBuilder::new(2).build();
+        edit(&mut bytes);
+        fix_crc(&mut bytes);
+        let err = validate_batch(&bytes, MAX).unwrap_err();
+        assert_eq!(err.kafka_error_code(), 87, "{what}: {err:?}");
+    }
+}
+
+#[test]
+fn split_finds_each_batch_and_rejects_leftovers() {
+    let a = BatchBuilder::new(2).build();
+    let b = BatchBuilder::new(3).build();
+    let blob = [a.clone(), b.clone()].concat();
+    let spans = split_and_validate(&blob, MAX).unwrap();
+    assert_eq!(spans.len(), 2);
+    assert_eq!((spans[0].start, spans[0].len), (0, a.len()));
+    assert_eq!((spans[1].start, spans[1].len), (a.len(), b.len()));
+
+    for bad in [
+        &blob[..blob.len() - 1],
+        &[blob.as_slice(), &[0u8; 5]].concat()[..],
+        &[][..],
+    ] {
+        let err = split_and_validate(bad, MAX).unwrap_err();
+        assert_eq!(err.kafka_error_code(), 87, "{err:?}");
+    }
+}
+
+#[test]
+fn batch_headers_iterates_complete_batches_only() {
+    let a = BatchBuilder::new(2).build();
+    let b = BatchBuilder::new(3).build();
+    let blob = [a, b].concat();
+    assert_eq!(batch_headers(&blob).count(), 2);
+    assert_eq!(batch_headers(&blob[..blob.len() - 1]).count(), 1);
+    assert_eq!(batch_headers(&[]).count(), 0);
+}
