@@ -380,3 +380,53 @@ pub fn set_offset_and_epoch(batch: &mut [u8], base_offset: i64, partition_leader
     batch[field::PARTITION_LEADER_EPOCH..field::PARTITION_LEADER_EPOCH + 4]
         .copy_from_slice(&partition_leader_epoch.to_be_bytes());
 }
+
+/// `attributes` bit: timestamps are the broker's append time, not the producer's.
+pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+
+/// Reads one zig-zag varint (at most 10 bytes) at `*pos`, advancing `*pos`.
+fn read_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut raw = 0u64;
+    for shift in (0..70).step_by(7) {
+        let byte = *buf.get(*pos)?;
+        *pos += 1;
+        raw |= u64::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
+/// The offset and timestamp of each record of an **uncompressed** batch with producer
+/// (CreateTime) timestamps, in order. Each v2 record starts with its length, its
+/// attributes, then `timestampDelta` and `offsetDelta` (zig-zag varints) relative to the
+/// batch's base timestamp and base offset; only those are read. Returns `None` for a
+/// compressed or LogAppendTime batch, or if the records do not parse (the broker stores
+/// batches without inspecting records, so they are not trusted here either).
+pub fn record_offsets_and_timestamps(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
+    let header = BatchHeader::parse(batch)?;
+    if header.compression_codec() != 0 || header.attributes & ATTR_LOG_APPEND_TIME != 0 {
+        return None;
+    }
+    let count = usize::try_from(header.record_count).ok()?;
+    let end = header.size_in_bytes()?.min(batch.len());
+    let mut out = Vec::with_capacity(count.min(end / 7));
+    let mut pos = RECORD_BATCH_HEADER_LEN;
+    for _ in 0..count {
+        let length = usize::try_from(read_varlong(batch, &mut pos)?).ok()?;
+        let record_end = pos.checked_add(length).filter(|e| *e <= end)?;
+        pos += 1; // record attributes, unused
+        let timestamp_delta = read_varlong(batch, &mut pos)?;
+        let offset_delta = read_varlong(batch, &mut pos)?;
+        if pos > record_end {
+            return None;
+        }
+        out.push((
+            header.base_offset.checked_add(offset_delta)?,
+            header.base_timestamp.checked_add(timestamp_delta)?,
+        ));
+        pos = record_end;
+    }
+    Some(out)
+}

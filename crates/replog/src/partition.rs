@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 
-use crate::batch::{set_offset_and_epoch, split_and_validate};
+use crate::batch::{record_offsets_and_timestamps, set_offset_and_epoch, split_and_validate};
 use crate::config::LogConfig;
 use crate::error::{AppendError, FollowerError, ReadError};
 use crate::producer_state::{
@@ -656,18 +656,47 @@ impl Partition {
         self.drop_oldest_replicated_batch()
     }
 
-    /// ListOffsets by timestamp: the first batch below the HW whose `maxTimestamp` is
-    /// at least `timestamp`, as `(base offset, max timestamp)`. The answer has batch
-    /// granularity: a consumer starting there skips the older records of that batch
-    /// itself. `None` if no such batch (Kafka then answers offset -1). The special
-    /// timestamps -1 (latest) and -2 (earliest) are the broker's business: use
-    /// [`Partition::high_watermark`] and [`Partition::log_start_offset`].
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+    /// The batches a consumer may see: those entirely below the HW.
+    fn committed_batches(&self) -> impl Iterator<Item = &StoredBatch> + '_ {
         self.batches
             .iter()
-            .take_while(|b| b.last_offset < self.high_watermark)
-            .find(|b| b.max_timestamp >= timestamp)
-            .map(|b| (b.base_offset, b.max_timestamp))
+            .take_while(move |b| b.last_offset < self.high_watermark)
+    }
+
+    /// ListOffsets by timestamp: the first committed record (below the HW) whose
+    /// timestamp is at least `timestamp`, as `(offset, its timestamp)`; `None` if there
+    /// is none (Kafka then answers offset -1).
+    ///
+    /// The batch is found from its `maxTimestamp`. Inside an uncompressed batch the
+    /// exact record is found; a compressed batch is not decompressed, so the answer is
+    /// its base offset and max timestamp, and the consumer skips the older records
+    /// itself. The special timestamps -1 (latest) and -2 (earliest) are the broker's
+    /// business: [`Partition::high_watermark`] and [`Partition::log_start_offset`].
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+        let batch = self
+            .committed_batches()
+            .find(|b| b.max_timestamp >= timestamp)?;
+        let exact = record_offsets_and_timestamps(&batch.data)
+            .and_then(|records| records.into_iter().find(|&(_, t)| t >= timestamp));
+        Some(exact.unwrap_or((batch.base_offset, batch.max_timestamp)))
+    }
+
+    /// ListOffsets with timestamp -3 (KIP-734): the committed record with the largest
+    /// timestamp (the first one, on ties), as `(offset, timestamp)`; `None` if nothing
+    /// is committed. Record-exact for uncompressed batches, the batch's base offset for
+    /// compressed ones.
+    pub fn offset_for_max_timestamp(&self) -> Option<(i64, i64)> {
+        // `reduce` keeps the earlier batch on ties.
+        let batch = self.committed_batches().reduce(|best, batch| {
+            if batch.max_timestamp > best.max_timestamp {
+                batch
+            } else {
+                best
+            }
+        })?;
+        let exact = record_offsets_and_timestamps(&batch.data)
+            .and_then(|records| records.into_iter().find(|&(_, t)| t == batch.max_timestamp));
+        Some(exact.unwrap_or((batch.base_offset, batch.max_timestamp)))
     }
 
     /// OffsetForLeaderEpoch: the end offset of leader epoch `epoch`, as

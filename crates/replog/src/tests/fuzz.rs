@@ -4,9 +4,9 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::encoder::BatchBuilder;
-use super::three_replicas;
-use crate::batch::batch_headers;
+use super::encoder::{fix_crc, BatchBuilder};
+use super::{both_fetch, three_replicas};
+use crate::batch::{batch_headers, record_offsets_and_timestamps};
 use crate::{LogConfig, Partition, ReadBound};
 
 proptest! {
@@ -14,31 +14,43 @@ proptest! {
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = batch_headers(&bytes).count();
+        let _ = record_offsets_and_timestamps(&bytes);
         let mut p = three_replicas();
         let before = p.log_end_offset();
         match p.append(Bytes::from(bytes), 1) {
             Ok(info) => prop_assert_eq!(info.last_offset + 1, p.log_end_offset()),
             Err(_) => prop_assert_eq!(p.log_end_offset(), before),
         }
-        let _ = batch_headers(&[]).count();
     }
 
     #[test]
     fn mutated_valid_batches_never_panic(
         edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
         cut in any::<usize>(),
+        recompute_crc in any::<bool>(),
     ) {
         let mut bytes = [BatchBuilder::new(3).build(), BatchBuilder::new(2).build()].concat();
         for (at, value) in edits {
             let at = at % bytes.len();
             bytes[at] = value;
         }
+        if recompute_crc {
+            // Get past the CRC check so the header rules and record walker are exercised.
+            let first_len = BatchBuilder::new(3).build().len();
+            fix_crc(&mut bytes[..first_len]);
+        }
         bytes.truncate(cut % (bytes.len() + 1));
         let mut p = three_replicas();
         let _ = batch_headers(&bytes).count();
+        let _ = record_offsets_and_timestamps(&bytes);
         if let Ok(info) = p.append(Bytes::from(bytes), 1) {
             prop_assert!(info.last_offset >= info.base_offset);
             prop_assert_eq!(p.log_end_offset(), info.last_offset + 1);
+            let leo = p.log_end_offset();
+            both_fetch(&mut p, leo, 2);
+            let _ = p.offset_for_timestamp(0);
+            let _ = p.offset_for_max_timestamp();
         }
     }
 

@@ -146,20 +146,46 @@ fn bytes_available_matches_an_unlimited_read() {
 }
 
 #[test]
-fn offset_for_timestamp_finds_the_first_committed_batch_at_or_after_it() {
+fn offset_for_timestamp_finds_the_first_committed_record_at_or_after_it() {
     let mut p = three_replicas();
-    three_batches(&mut p);
+    three_batches(&mut p); // record timestamps: 100 101 | 200 201 202 | 300
     assert_eq!(
         p.offset_for_timestamp(150),
         None,
         "nothing is committed yet"
     );
+    assert_eq!(p.offset_for_max_timestamp(), None);
     both_fetch(&mut p, 6, 5);
-    assert_eq!(p.offset_for_timestamp(0), Some((0, 101)));
-    assert_eq!(p.offset_for_timestamp(150), Some((2, 202)));
-    assert_eq!(p.offset_for_timestamp(202), Some((2, 202)));
+    assert_eq!(p.offset_for_timestamp(0), Some((0, 100)));
+    assert_eq!(p.offset_for_timestamp(101), Some((1, 101)));
+    assert_eq!(p.offset_for_timestamp(150), Some((2, 200)));
+    assert_eq!(p.offset_for_timestamp(201), Some((3, 201)));
     assert_eq!(p.offset_for_timestamp(203), Some((5, 300)));
     assert_eq!(p.offset_for_timestamp(301), None);
+    assert_eq!(p.offset_for_max_timestamp(), Some((5, 300)));
+}
+
+#[test]
+fn timestamp_lookups_are_bounded_by_the_hw() {
+    let mut p = three_replicas();
+    three_batches(&mut p);
+    both_fetch(&mut p, 5, 5); // the batch at 300 is not committed
+    assert_eq!(p.offset_for_timestamp(250), None);
+    assert_eq!(p.offset_for_max_timestamp(), Some((4, 202)));
+}
+
+#[test]
+fn compressed_batches_answer_at_batch_granularity() {
+    let mut p = three_replicas();
+    // Codec bit set: the records are opaque to the log.
+    p.append(
+        BatchBuilder::new(3).timestamp(100).attributes(0x01).bytes(),
+        1,
+    )
+    .unwrap();
+    both_fetch(&mut p, 3, 2);
+    assert_eq!(p.offset_for_timestamp(101), Some((0, 102)));
+    assert_eq!(p.offset_for_max_timestamp(), Some((0, 102)));
 }
 
 #[test]
