@@ -27,6 +27,8 @@
 //! assert!(p.read(0, 1024, ReadBound::HighWatermark).unwrap().records.is_empty());
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod config;
 pub mod error;
