@@ -74,6 +74,8 @@ pub mod field {
     pub const RECORD_COUNT: usize = 57;
 }
 
+/// `attributes` bit: timestamps are the broker's append time, not the producer's.
+pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 /// `attributes` bit: the batch belongs to a transaction.
 pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 /// `attributes` bit: the batch holds a control record (transaction marker), written
@@ -380,9 +382,6 @@ pub fn set_offset_and_epoch(batch: &mut [u8], base_offset: i64, partition_leader
     batch[field::PARTITION_LEADER_EPOCH..field::PARTITION_LEADER_EPOCH + 4]
         .copy_from_slice(&partition_leader_epoch.to_be_bytes());
 }
-
-/// `attributes` bit: timestamps are the broker's append time, not the producer's.
-pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 
 /// Reads one zig-zag varint (at most 10 bytes) at `*pos`, advancing `*pos`.
 fn read_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
