@@ -1,0 +1,704 @@
+//! Delayed operations and the purgatory that holds them: Kafka's `DelayedOperation` and
+//! `DelayedOperationPurgatory`.
+//!
+//! A broker cannot always answer a request at once. An `acks=all` produce waits until the
+//! followers have replicated it (the high watermark passes it); a fetch waits until enough
+//! bytes have arrived. Kafka parks such a request as a *delayed operation* in a
+//! *purgatory* until either its condition is met or its timeout fires, whichever is first.
+//!
+//! # Lifecycle of an operation
+//!
+//! ```text
+//!  try_complete_else_watch(op, delay, keys)
+//!    |-- op.try_complete()? -- yes --> completed (on_complete, on this thread)
+//!    |-- watch every key (the op joins each key's watcher list)
+//!    |-- op.try_complete()? -- yes --> completed          (closes the race with a
+//!    |                                                      concurrent check_and_complete)
+//!    `-- schedule the timeout in the shared Timer
+//!
+//!  later, exactly one of:
+//!    check_and_complete(key): op.try_complete() is true --> completed (on_complete)
+//!    handle.force_complete()                            --> completed (on_complete)
+//!    the timeout fires                                  --> completed (on_complete, then
+//!                                                                      on_expiration)
+//!    cancel_for_key(key) / shutdown()                   --> cancelled (no callback)
+//! ```
+//!
+//! Completion is decided by one atomic compare-and-swap on the operation's state, so
+//! `on_complete` runs exactly once even when a watcher and the timeout race; completing an
+//! operation also cancels its timeout. Callbacks (`try_complete`, `on_complete`,
+//! `on_expiration`, `describe`) are never called while a purgatory or timer lock is held.
+//!
+//! # Watcher lists and purging
+//!
+//! As in Kafka, a completed operation is *not* removed from its watcher lists at once (it
+//! may watch several keys, and finding it in each would cost a lock per key). It is
+//! dropped from a key's list the next time that key is checked, and all lists are purged
+//! when the completed-but-still-listed entries (Kafka: `estimatedTotalOperations -
+//! NumDelayedOperations`) exceed `purge_interval`. A key whose list becomes empty is
+//! removed. `watched()` (Kafka's `PurgatorySize`) counts list entries, completed ones
+//! included, which is why it can exceed the number of pending operations.
+//!
+//! One deliberate difference: Kafka purges every time that estimate passes
+//! `purge_interval` (default 1000), and each purge walks every watcher list, so under load
+//! (hundreds of thousands of watched entries, a million completions a second) it rescans
+//! everything every thousand completions. Here a purge also waits until the garbage is at
+//! least half of all watched entries, so each purge removes at least as much as it keeps
+//! and costs amortised O(1) per completion. Small purgatories behave exactly like Kafka's;
+//! large ones hold at most about twice their live entries plus `purge_interval`.
+//!
+//! Watcher lists live in a sharded hash map (one mutex per shard) so that requests on
+//! different keys rarely contend.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::snapshot::{KeySnapshot, PendingSnapshot, PurgatorySnapshot};
+use crate::timer::{Timer, TimerHandle, TimerTask};
+
+/// A request that waits in a [`Purgatory`] until its condition is met or it times out.
+///
+/// Kafka's `DelayedOperation`, minus the bookkeeping (completion flag, timer entry, lock),
+/// which the purgatory keeps for it. The callbacks are called without any purgatory or
+/// timer lock held, so they may take the caller's own locks, schedule or cancel timers, or
+/// call back into the purgatory.
+pub trait DelayedOperation: Send + Sync + 'static {
+    /// Is the completion condition met now? Return `true` and the purgatory completes the
+    /// operation (exactly once: `on_complete` follows unless another path won the race).
+    ///
+    /// May be called many times, concurrently from several threads, and even after
+    /// another thread has completed the operation; it should only look, not act.
+    fn try_complete(&self) -> bool;
+
+    /// Runs exactly once per completed operation, whichever path completed it: a watcher
+    /// (`try_complete` returned `true`), the timeout, or
+    /// [`OperationHandle::force_complete`]. Typically sends the response.
+    fn on_complete(&self);
+
+    /// Runs only when the timeout completed the operation, right after `on_complete`.
+    fn on_expiration(&self) {}
+
+    /// What the operation waits for, shown in [`Purgatory::snapshot`].
+    fn describe(&self) -> String {
+        String::new()
+    }
+}
+
+/// Tuning for a [`Purgatory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PurgatoryConfig {
+    /// Purge the watcher lists once more than this many completed operations' entries are
+    /// still in them (and they are at least half of all entries; see the module docs).
+    /// Default 1000, Kafka's `purgeInterval`.
+    pub purge_interval: usize,
+}
+
+impl Default for PurgatoryConfig {
+    fn default() -> Self {
+        PurgatoryConfig {
+            purge_interval: 1000,
+        }
+    }
+}
+
+const PENDING: u8 = 0;
+const COMPLETED: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// Number of watcher-map shards (a power of two).
+const SHARDS: usize = 16;
+
+type WatcherMap<K, Op> = HashMap<K, Vec<Arc<OpCell<K, Op>>>>;
+
+/// An operation plus the purgatory's bookkeeping for it; the one allocation per operation.
+/// The watcher lists, the timer's wheel entry and every [`OperationHandle`] share it.
+struct OpCell<K, Op> {
+    op: Op,
+    /// `PENDING` until exactly one path moves it to `COMPLETED` or `CANCELLED`.
+    state: AtomicU8,
+    deadline_ms: u64,
+    /// The timeout's timer handle once it is scheduled; taken by whoever cancels it.
+    timeout: Mutex<Option<TimerHandle>>,
+    keys: Vec<K>,
+    core: Arc<Core<K, Op>>,
+}
+
+/// The shared insides of a purgatory.
+struct Core<K, Op> {
+    name: String,
+    timer: Timer,
+    purge_interval: usize,
+    hasher: RandomState,
+    shards: Vec<Mutex<WatcherMap<K, Op>>>,
+    /// Entries in all watcher lists (Kafka's PurgatorySize).
+    watched: AtomicUsize,
+    /// Entries that belong to operations still pending (each counts its number of keys,
+    /// from the moment it is created). `watched - live_entries` is the purgeable garbage.
+    live_entries: AtomicUsize,
+    /// Operations whose timeout sits in the timer (Kafka's NumDelayedOperations).
+    delayed: AtomicUsize,
+    expired: AtomicU64,
+    completed: AtomicU64,
+    purging: AtomicBool,
+    shut_down: AtomicBool,
+}
+
+/// A shared handle to an operation in a purgatory, returned by
+/// [`Purgatory::try_complete_else_watch`] and [`Purgatory::cancel_for_key`].
+///
+/// Cloning is cheap (an `Arc`). Holding a handle keeps the operation alive, nothing else.
+pub struct OperationHandle<Op> {
+    cell: Arc<dyn CellView<Op>>,
+}
+
+impl<Op> Clone for OperationHandle<Op> {
+    fn clone(&self) -> Self {
+        OperationHandle {
+            cell: self.cell.clone(),
+        }
+    }
+}
+
+/// What a handle can see of an `OpCell` without knowing the key type.
+trait CellView<Op>: Send + Sync {
+    fn op(&self) -> &Op;
+    fn state(&self) -> u8;
+    fn deadline_ms(&self) -> u64;
+    fn force_complete(&self) -> bool;
+}
+
+impl<Op> OperationHandle<Op> {
+    /// The operation itself.
+    pub fn operation(&self) -> &Op {
+        self.cell.op()
+    }
+
+    /// True once the operation has completed (by any path). A cancelled operation never
+    /// completes.
+    pub fn is_completed(&self) -> bool {
+        self.cell.state() == COMPLETED
+    }
+
+    /// True if the operation was cancelled by [`Purgatory::cancel_for_key`] or
+    /// [`Purgatory::shutdown`].
+    pub fn is_cancelled(&self) -> bool {
+        self.cell.state() == CANCELLED
+    }
+
+    /// Complete the operation now, whatever its condition (Kafka's `forceComplete`): cancel
+    /// its timeout and run `on_complete` on this thread. Returns `true` iff this call
+    /// completed it (`false` if it had already completed or been cancelled).
+    ///
+    /// The operation stays in its watcher lists until they are next checked or purged.
+    pub fn force_complete(&self) -> bool {
+        self.cell.force_complete()
+    }
+
+    /// When the operation times out, on the timer's clock.
+    pub fn deadline_ms(&self) -> u64 {
+        self.cell.deadline_ms()
+    }
+}
+
+impl<Op: std::fmt::Debug> std::fmt::Debug for OperationHandle<Op> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OperationHandle")
+            .field("operation", self.operation())
+            .field("completed", &self.is_completed())
+            .field("cancelled", &self.is_cancelled())
+            .field("deadline_ms", &self.deadline_ms())
+            .finish()
+    }
+}
+
+impl<K, Op> OpCell<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    fn is_pending(&self) -> bool {
+        self.state.load(Ordering::Acquire) == PENDING
+    }
+
+    /// The one place where an operation leaves `PENDING`. True iff this call moved it.
+    fn finish(&self, to: u8) -> bool {
+        let won = self
+            .state
+            .compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            // Its watcher-list entries are garbage from now on.
+            self.core
+                .live_entries
+                .fetch_sub(self.keys.len(), Ordering::AcqRel);
+        }
+        won
+    }
+
+    /// Cancel the timeout if it is scheduled and still pending.
+    fn cancel_timeout(&self) {
+        let handle = self.timeout.lock().take();
+        if let Some(handle) = handle {
+            if self.core.timer.cancel(handle) {
+                self.core.delayed.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Kafka's `forceComplete`: complete now if still pending.
+    fn complete(&self) -> bool {
+        if !self.finish(COMPLETED) {
+            return false;
+        }
+        self.cancel_timeout();
+        self.op.on_complete();
+        self.core.completed.fetch_add(1, Ordering::AcqRel);
+        self.core.maybe_purge();
+        true
+    }
+
+    /// Cancel without any callback.
+    fn cancel(&self) -> bool {
+        if !self.finish(CANCELLED) {
+            return false;
+        }
+        self.cancel_timeout();
+        true
+    }
+}
+
+impl<K, Op> CellView<Op> for OpCell<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    fn op(&self) -> &Op {
+        &self.op
+    }
+
+    fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    fn deadline_ms(&self) -> u64 {
+        self.deadline_ms
+    }
+
+    fn force_complete(&self) -> bool {
+        self.complete()
+    }
+}
+
+/// The timeout path: the timer runs this when the operation's deadline comes.
+impl<K, Op> TimerTask for OpCell<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    fn run(self: Arc<Self>) {
+        self.core.delayed.fetch_sub(1, Ordering::AcqRel);
+        if self.finish(COMPLETED) {
+            self.op.on_complete();
+            self.op.on_expiration();
+            self.core.expired.fetch_add(1, Ordering::AcqRel);
+            self.core.completed.fetch_add(1, Ordering::AcqRel);
+            self.core.maybe_purge();
+        }
+    }
+}
+
+impl<K, Op> Core<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    fn shard(&self, key: &K) -> &Mutex<WatcherMap<K, Op>> {
+        let hash = self.hasher.hash_one(key) as usize;
+        &self.shards[hash & (SHARDS - 1)]
+    }
+
+    /// Add the operation to every key's watcher list. False if the purgatory has been shut
+    /// down (checked under each shard lock, so a concurrent shutdown cannot miss it).
+    fn watch(&self, cell: &Arc<OpCell<K, Op>>) -> bool {
+        for key in &cell.keys {
+            let mut shard = self.shard(key).lock();
+            if self.shut_down.load(Ordering::Acquire) {
+                return false;
+            }
+            shard.entry(key.clone()).or_default().push(cell.clone());
+            self.watched.fetch_add(1, Ordering::AcqRel);
+        }
+        true
+    }
+
+    /// Purge all watcher lists if the garbage in them is large enough; see the module docs.
+    fn maybe_purge(&self) {
+        let watched = self.watched.load(Ordering::Acquire);
+        let garbage = watched.saturating_sub(self.live_entries.load(Ordering::Acquire));
+        if garbage <= self.purge_interval.max(watched / 2) {
+            return;
+        }
+        if self.purging.swap(true, Ordering::AcqRel) {
+            return; // someone else is purging
+        }
+        for shard in &self.shards {
+            let mut dropped = Vec::new();
+            {
+                let mut map = shard.lock();
+                map.retain(|_, list| {
+                    let before = list.len();
+                    retain_pending(list, &mut dropped);
+                    self.watched
+                        .fetch_sub(before - list.len(), Ordering::AcqRel);
+                    !list.is_empty()
+                });
+            }
+            // Dropping the last reference runs the operation's destructor: no lock held.
+            drop(dropped);
+        }
+        self.purging.store(false, Ordering::Release);
+    }
+}
+
+/// Keep only pending operations in `list`, moving the others to `dropped`.
+fn retain_pending<K, Op>(list: &mut Vec<Arc<OpCell<K, Op>>>, dropped: &mut Vec<Arc<OpCell<K, Op>>>)
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    let mut i = 0;
+    while i < list.len() {
+        if list[i].is_pending() {
+            i += 1;
+        } else {
+            dropped.push(list.swap_remove(i));
+        }
+    }
+}
+
+/// Holds delayed operations until they complete or time out (Kafka's
+/// `DelayedOperationPurgatory`). `Send + Sync`; share it behind an `Arc`.
+///
+/// `K` is the watch key (for the broker, a topic-partition); `Op` the operation type.
+/// Timeouts go into the [`Timer`] given at construction, which may be shared with other
+/// purgatories.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use timewheel::{DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
+///
+/// struct WaitForFlag(AtomicBool);
+/// impl DelayedOperation for WaitForFlag {
+///     fn try_complete(&self) -> bool { self.0.load(Ordering::SeqCst) }
+///     fn on_complete(&self) {}
+/// }
+///
+/// let timer = Timer::manual(TimerConfig::default());
+/// let purgatory = Purgatory::new("demo", timer.clone(), PurgatoryConfig::default());
+/// let op = purgatory.try_complete_else_watch(WaitForFlag(AtomicBool::new(false)), 100, vec!["p0"]);
+/// assert_eq!(purgatory.check_and_complete(&"p0"), 0);
+/// op.operation().0.store(true, Ordering::SeqCst);
+/// assert_eq!(purgatory.check_and_complete(&"p0"), 1);
+/// assert!(op.is_completed());
+/// ```
+pub struct Purgatory<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    core: Arc<Core<K, Op>>,
+}
+
+impl<K, Op> Purgatory<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    /// An empty purgatory named `name` whose timeouts go into `timer`.
+    pub fn new(name: &str, timer: Timer, config: PurgatoryConfig) -> Self {
+        Purgatory {
+            core: Arc::new(Core {
+                name: name.to_string(),
+                timer,
+                purge_interval: config.purge_interval,
+                hasher: RandomState::new(),
+                shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+                watched: AtomicUsize::new(0),
+                live_entries: AtomicUsize::new(0),
+                delayed: AtomicUsize::new(0),
+                expired: AtomicU64::new(0),
+                completed: AtomicU64::new(0),
+                purging: AtomicBool::new(false),
+                shut_down: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The purgatory's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The timer its timeouts go into.
+    pub fn timer(&self) -> &Timer {
+        &self.core.timer
+    }
+
+    /// Kafka's `tryCompleteElseWatch`: complete `op` now if it can, else watch it under
+    /// every key and time it out after `delay_ms`.
+    ///
+    /// `try_complete` is called once before watching and once after (a
+    /// `check_and_complete` on another thread may have run in between, before the
+    /// operation was in the lists). If either call returns `true` the operation completes
+    /// here, on the calling thread, and no timeout is scheduled. The deadline is
+    /// [`Timer::deadline_after`]`(delay_ms)`; a zero delay times out on the next advance.
+    ///
+    /// After [`shutdown`](Purgatory::shutdown) the operation is tried once and, if it cannot
+    /// complete, cancelled at once.
+    ///
+    /// # Panics
+    /// If `keys` is empty: an operation must watch at least one key (Kafka asserts the
+    /// same), otherwise nothing but its timeout could ever complete it and `shutdown` could
+    /// not find it.
+    pub fn try_complete_else_watch(
+        &self,
+        op: Op,
+        delay_ms: u64,
+        keys: Vec<K>,
+    ) -> OperationHandle<Op> {
+        assert!(
+            !keys.is_empty(),
+            "a delayed operation must watch at least one key"
+        );
+        let core = &self.core;
+        let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
+        core.live_entries.fetch_add(keys.len(), Ordering::AcqRel);
+        let cell = Arc::new(OpCell {
+            op,
+            state: AtomicU8::new(PENDING),
+            deadline_ms: core.timer.deadline_after(delay),
+            timeout: Mutex::new(None),
+            keys,
+            core: core.clone(),
+        });
+        let handle = OperationHandle { cell: cell.clone() };
+
+        if cell.op.try_complete() && cell.complete() {
+            return handle;
+        }
+        if !core.watch(&cell) {
+            cell.cancel();
+            return handle;
+        }
+        if cell.op.try_complete() && cell.complete() {
+            return handle;
+        }
+        if !cell.is_pending() {
+            return handle; // completed by a concurrent check_and_complete
+        }
+
+        core.delayed.fetch_add(1, Ordering::AcqRel);
+        let timeout = core.timer.schedule_task(cell.deadline_ms, cell.clone());
+        let mut slot = cell.timeout.lock();
+        if cell.is_pending() {
+            *slot = Some(timeout);
+        } else {
+            // Completed (or cancelled) while we scheduled: whoever did it found no timeout
+            // to cancel, so cancel it here.
+            drop(slot);
+            if core.timer.cancel(timeout) {
+                core.delayed.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        handle
+    }
+
+    /// Kafka's `checkAndComplete`: something happened on `key` (e.g. the high watermark
+    /// moved), so try every operation watching it. Returns how many this call completed.
+    ///
+    /// Completed operations found in the key's list are dropped from it, and a list left
+    /// empty removes the key. `try_complete` and `on_complete` run on the calling thread,
+    /// outside the purgatory's locks.
+    pub fn check_and_complete(&self, key: &K) -> usize {
+        let core = &self.core;
+        let shard = core.shard(key);
+        let candidates: Vec<Arc<OpCell<K, Op>>> = {
+            let mut map = shard.lock();
+            let Some(list) = map.get_mut(key) else {
+                return 0;
+            };
+            let before = list.len();
+            let mut dropped = Vec::new();
+            retain_pending(list, &mut dropped);
+            core.watched
+                .fetch_sub(before - list.len(), Ordering::AcqRel);
+            let candidates = list.clone();
+            if list.is_empty() {
+                map.remove(key);
+            }
+            drop(map);
+            drop(dropped);
+            candidates
+        };
+        let mut completed = 0;
+        for cell in &candidates {
+            if cell.is_pending() && cell.op.try_complete() && cell.complete() {
+                completed += 1;
+            }
+        }
+        if completed > 0 {
+            let mut dropped = Vec::new();
+            let mut map = shard.lock();
+            if let Some(list) = map.get_mut(key) {
+                let before = list.len();
+                retain_pending(list, &mut dropped);
+                core.watched
+                    .fetch_sub(before - list.len(), Ordering::AcqRel);
+                if list.is_empty() {
+                    map.remove(key);
+                }
+            }
+            drop(map);
+        }
+        completed
+    }
+
+    /// Kafka's `cancelForKey`: drop `key`'s watcher list and cancel every pending operation
+    /// in it, returning those operations. No callback runs; their timeouts are cancelled;
+    /// they never complete (an operation that also watches other keys stays in those lists
+    /// as garbage until purged). Operations watching only other keys are untouched. An
+    /// unknown key returns an empty list.
+    pub fn cancel_for_key(&self, key: &K) -> Vec<OperationHandle<Op>> {
+        let core = &self.core;
+        let list = core.shard(key).lock().remove(key).unwrap_or_default();
+        core.watched.fetch_sub(list.len(), Ordering::AcqRel);
+        list.into_iter()
+            .filter(|cell| cell.cancel())
+            .map(|cell| OperationHandle { cell })
+            .collect()
+    }
+
+    /// Entries in all watcher lists, Kafka's `PurgatorySize`. An operation watching three
+    /// keys counts three times; completed operations count until purged.
+    pub fn watched(&self) -> usize {
+        self.core.watched.load(Ordering::Acquire)
+    }
+
+    /// Operations whose timeout is pending in the timer, Kafka's `NumDelayedOperations`.
+    pub fn delayed(&self) -> usize {
+        self.core.delayed.load(Ordering::Acquire)
+    }
+
+    /// Operations completed by their timeout, since creation.
+    pub fn expired(&self) -> u64 {
+        self.core.expired.load(Ordering::Acquire)
+    }
+
+    /// Operations completed by any path, since creation. Counted after `on_complete` has
+    /// returned.
+    pub fn completed(&self) -> u64 {
+        self.core.completed.load(Ordering::Acquire)
+    }
+
+    /// A read-only picture: counters, every key with its watcher count, and the first
+    /// `max_pending` pending operations by deadline with their keys and descriptions.
+    ///
+    /// Walks every watcher list (O(watched)); `describe` is called outside the locks.
+    pub fn snapshot(&self, max_pending: usize) -> PurgatorySnapshot {
+        let core = &self.core;
+        let mut keys = Vec::new();
+        let mut seen = HashSet::new();
+        let mut pending: Vec<Arc<OpCell<K, Op>>> = Vec::new();
+        for shard in &core.shards {
+            let map = shard.lock();
+            for (key, list) in map.iter() {
+                keys.push(KeySnapshot {
+                    key: key.to_string(),
+                    watchers: list.len(),
+                });
+                for cell in list {
+                    if cell.is_pending() && seen.insert(Arc::as_ptr(cell)) {
+                        pending.push(cell.clone());
+                    }
+                }
+            }
+        }
+        keys.sort_by(|a, b| a.key.cmp(&b.key));
+        let pending_total = pending.len();
+        pending.sort_by_key(|cell| cell.deadline_ms);
+        pending.truncate(max_pending);
+        let pending = pending
+            .iter()
+            .map(|cell| PendingSnapshot {
+                keys: cell.keys.iter().map(|k| k.to_string()).collect(),
+                deadline_ms: cell.deadline_ms,
+                description: cell.op.describe(),
+            })
+            .collect();
+        PurgatorySnapshot {
+            name: core.name.clone(),
+            watched: self.watched(),
+            delayed: self.delayed(),
+            expired: self.expired(),
+            completed: self.completed(),
+            keys,
+            pending,
+            pending_total,
+        }
+    }
+
+    /// Shut the purgatory down: every pending operation is **cancelled** (its timeout is
+    /// removed from the timer, it leaves every watcher list, and no callback runs: no
+    /// `on_complete`, no `on_expiration`), so `watched()` and `delayed()` drop to 0 and the
+    /// handles report neither completed nor able to complete. Later
+    /// `try_complete_else_watch` calls try the operation once and cancel it if it cannot
+    /// complete. The shared [`Timer`] keeps running for its other users.
+    ///
+    /// Idempotent; also done when the purgatory is dropped.
+    pub fn shutdown(&self) {
+        let core = &self.core;
+        core.shut_down.store(true, Ordering::Release);
+        for shard in &core.shards {
+            let map = std::mem::take(&mut *shard.lock());
+            for (_, list) in map {
+                core.watched.fetch_sub(list.len(), Ordering::AcqRel);
+                for cell in list {
+                    cell.cancel();
+                }
+            }
+        }
+    }
+}
+
+impl<K, Op> Drop for Purgatory<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    /// Cancels everything still pending (see [`Purgatory::shutdown`]), which also breaks
+    /// the reference cycle between the purgatory and its operations.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl<K, Op> std::fmt::Debug for Purgatory<K, Op>
+where
+    K: Eq + Hash + Clone + Send + Sync + Display + 'static,
+    Op: DelayedOperation,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Purgatory")
+            .field("name", &self.core.name)
+            .field("watched", &self.watched())
+            .field("delayed", &self.delayed())
+            .field("expired", &self.expired())
+            .finish()
+    }
+}

@@ -1,0 +1,552 @@
+//! The hierarchical timing wheel: Kafka's `TimingWheel`, single-threaded and generic.
+//!
+//! # Levels and buckets
+//!
+//! Level 0 has `wheel_size` buckets, each `tick_ms` wide, so it covers
+//! `interval = tick_ms * wheel_size` milliseconds from its current time. Level `n + 1`
+//! (an *overflow wheel* in Kafka's words) has the same number of buckets, each as wide as
+//! the whole of level `n`. With Kafka's defaults (`tick_ms = 1`, `wheel_size = 20`) the
+//! levels cover 20 ms, 400 ms, 8 s, 160 s, ... Overflow levels are created on demand, the
+//! first time a timer lands beyond the levels that exist.
+//!
+//! ```text
+//!            level 2: tick 400 ms, 20 buckets, covers 8 s
+//!            [ 0 | 1 | 2 | ... | 19 ]
+//!                  |  flushed at its expiration: entries cascade down
+//!                  v
+//!            level 1: tick 20 ms, 20 buckets, covers 400 ms
+//!            [ 0 | 1 | 2 | ... | 19 ]
+//!                  |
+//!                  v
+//!  now ----> level 0: tick 1 ms, 20 buckets, covers 20 ms
+//!            [ 0 | 1 | 2 | ... | 19 ]  --> due: fired
+//! ```
+//!
+//! A timer goes into the finest level whose range still contains it, into the bucket
+//! `(expiration / tick) % wheel_size` of that level. A bucket's *expiration* is the start
+//! of the time span it covers. Only non-empty buckets are kept in a priority queue (the
+//! [`BucketQueue`]). Advancing the clock pops every bucket whose expiration has come,
+//! moves the wheel's time to it and *flushes* it: each entry is placed again, which now
+//! lands it in a finer level (the *cascade*) or, once it is due, fires it.
+//!
+//! # Due and "never early"
+//!
+//! Kafka files a timer by `expiration / tick`, i.e. into the bucket whose span *starts* at
+//! or before it, and fires the bucket at that start, so with `tick_ms > 1` a timer can fire
+//! up to `tick_ms - 1` early. This wheel first rounds a deadline *up* to the tick
+//! (`ceil(deadline / tick) * tick`) and files that; an entry is due once that rounded
+//! expiration is `< current_time + tick_ms` (Kafka's test), which can only happen once
+//! `current_time >= deadline`. So no timer ever fires before its deadline, and with
+//! `tick_ms = 1` (the default) a timer fires exactly at its deadline.
+//!
+//! Within one advance, expired entries are returned sorted by deadline, ties in insertion
+//! order.
+//!
+//! # Costs
+//!
+//! * `insert`: O(levels) comparisons (levels is ~log(max delay) / log(wheel_size), 4 for a
+//!   160 s delay with the defaults), one division, an O(1) list append, and an O(log B)
+//!   queue push when the bucket was empty (B = number of non-empty buckets, a few
+//!   hundred at most). No allocation once the slab has grown.
+//! * `remove` (cancel): O(1) unlink, O(log B) queue removal when the bucket empties.
+//! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired; every
+//!   entry is moved at most once per level.
+//! * memory: one slab entry per pending timer (40 bytes with an 8-byte payload) plus
+//!   `wheel_size` small bucket headers per level.
+//!
+//! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
+//! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
+
+use crate::bucket_queue::BucketQueue;
+use crate::slab::{Key, List, Slab, NIL};
+use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelSnapshot};
+
+/// Deadlines are clamped to this (about 146 million years of milliseconds) so that no
+/// arithmetic on them can overflow. A timer clamped here effectively never fires.
+pub const MAX_DEADLINE_MS: u64 = 1 << 62;
+
+/// List id of the due list (bucket ids are `level * wheel_size + slot`, far below this).
+const DUE: u32 = NIL - 1;
+
+/// A timer that has fired: its deadline and its payload.
+#[derive(Debug)]
+pub struct Expired<T> {
+    /// The deadline it was scheduled for (clamped to [`MAX_DEADLINE_MS`]).
+    pub deadline_ms: u64,
+    /// Insertion order, the tie-breaker between equal deadlines.
+    seq: u64,
+    /// The payload given to [`TimingWheel::insert`].
+    pub value: T,
+}
+
+/// One level of the wheel.
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    /// Width of one bucket.
+    tick: u64,
+    /// Width of the whole level, `tick * wheel_size`, saturating at `u64::MAX`.
+    interval: u64,
+    /// The wheel's time rounded down to a multiple of `tick`.
+    current: u64,
+    /// `current / tick`: the virtual bucket number of the current bucket.
+    current_vid: u64,
+    /// `current_vid % wheel_size`: the slot of the current bucket.
+    current_slot: u64,
+}
+
+impl Level {
+    fn new(tick: u64, wheel_size: u64, now: u64) -> Level {
+        let mut level = Level {
+            tick,
+            interval: tick.saturating_mul(wheel_size),
+            current: 0,
+            current_vid: 0,
+            current_slot: 0,
+        };
+        level.set_time(now, wheel_size);
+        level
+    }
+
+    fn set_time(&mut self, now: u64, wheel_size: u64) {
+        self.current_vid = now / self.tick;
+        self.current = self.current_vid * self.tick;
+        self.current_slot = self.current_vid % wheel_size;
+    }
+}
+
+/// A bucket: an intrusive list of entries plus its expiration while non-empty.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    list: List,
+    expiration: u64,
+}
+
+/// A hierarchical timing wheel holding values of type `T` until their deadline.
+///
+/// Single-threaded; see the [module documentation](self) for the design and costs.
+///
+/// ```
+/// use timewheel::TimingWheel;
+///
+/// let mut wheel = TimingWheel::new(1, 20, 0);
+/// let a = wheel.insert(5, "five");
+/// wheel.insert(1_000, "a second");
+/// assert_eq!(wheel.remove(a), Some("five"));
+///
+/// let mut fired = Vec::new();
+/// wheel.advance_to(999, &mut fired);
+/// assert!(fired.is_empty());
+/// wheel.advance_to(1_000, &mut fired);
+/// assert_eq!(fired[0].value, "a second");
+/// ```
+pub struct TimingWheel<T> {
+    tick_ms: u64,
+    wheel_size: u64,
+    levels: Vec<Level>,
+    /// `levels.len() * wheel_size` buckets; bucket `level * wheel_size + slot`.
+    buckets: Vec<Bucket>,
+    /// Entries already due, waiting for the next `advance_to` to hand them out.
+    due: List,
+    queue: BucketQueue,
+    slab: Slab<T>,
+    next_seq: u64,
+}
+
+impl<T> TimingWheel<T> {
+    /// A wheel whose level 0 has `wheel_size` buckets of `tick_ms`, starting at `start_ms`.
+    ///
+    /// # Panics
+    /// If `tick_ms == 0` or `wheel_size < 2`.
+    pub fn new(tick_ms: u64, wheel_size: usize, start_ms: u64) -> Self {
+        Self::with_capacity(tick_ms, wheel_size, start_ms, 0)
+    }
+
+    /// Like [`TimingWheel::new`], with room for `capacity` pending timers before the slab
+    /// reallocates.
+    pub fn with_capacity(tick_ms: u64, wheel_size: usize, start_ms: u64, capacity: usize) -> Self {
+        assert!(tick_ms >= 1, "tick_ms must be at least 1");
+        assert!(wheel_size >= 2, "wheel_size must be at least 2");
+        let mut wheel = TimingWheel {
+            tick_ms,
+            wheel_size: wheel_size as u64,
+            levels: Vec::new(),
+            buckets: Vec::new(),
+            due: List::EMPTY,
+            queue: BucketQueue::default(),
+            slab: Slab::with_capacity(capacity),
+            next_seq: 0,
+        };
+        wheel.add_level(tick_ms, start_ms.min(MAX_DEADLINE_MS));
+        wheel
+    }
+
+    /// Width of a level-0 bucket.
+    pub fn tick_ms(&self) -> u64 {
+        self.tick_ms
+    }
+
+    /// Buckets per level.
+    pub fn wheel_size(&self) -> usize {
+        self.wheel_size as usize
+    }
+
+    /// The wheel's current time: the last time advanced to, rounded down to the tick.
+    pub fn current_time(&self) -> u64 {
+        self.levels[0].current
+    }
+
+    /// Number of pending timers (including due ones not yet handed out).
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// True if no timer is pending.
+    pub fn is_empty(&self) -> bool {
+        self.slab.len() == 0
+    }
+
+    /// Number of levels created so far.
+    pub fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Bytes of memory the slab has reserved (`capacity * entry size`).
+    pub fn slab_bytes(&self) -> usize {
+        self.slab.capacity() * Self::entry_size()
+    }
+
+    /// Size of one slab entry for this payload type, in bytes.
+    pub fn entry_size() -> usize {
+        std::mem::size_of::<crate::slab::Entry<T>>()
+    }
+
+    /// When the next advance has work to do: the current time if timers are already due,
+    /// else the earliest non-empty bucket's expiration; `None` if nothing is pending.
+    ///
+    /// That is the instant a driver should sleep until. It may be a higher-level bucket
+    /// whose flush only cascades entries without firing any. O(1).
+    pub fn next_expiration(&self) -> Option<u64> {
+        if !self.due.is_empty() {
+            Some(self.current_time())
+        } else {
+            self.queue.peek().map(|(expiration, _)| expiration)
+        }
+    }
+
+    /// Schedule `value` for `deadline_ms` and return the key that cancels it.
+    ///
+    /// A deadline at or before the current time is already due: the value is handed out by
+    /// the next [`advance_to`](Self::advance_to), whatever time it advances to.
+    pub fn insert(&mut self, deadline_ms: u64, value: T) -> Key {
+        let deadline = deadline_ms.min(MAX_DEADLINE_MS);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let key = self.slab.insert(deadline, seq, value);
+        self.place(key.index);
+        key
+    }
+
+    /// Cancel a pending timer, returning its value; `None` if the key is stale (the timer
+    /// already fired, was cancelled, or the slot now belongs to another timer). O(1).
+    pub fn remove(&mut self, key: Key) -> Option<T> {
+        let index = self.slab.resolve(key)?;
+        let list = self.slab.entry(index).list;
+        if list == DUE {
+            self.slab.unlink(&mut self.due, index);
+        } else {
+            let bucket = &mut self.buckets[list as usize];
+            self.slab.unlink(&mut bucket.list, index);
+            if bucket.list.is_empty() {
+                self.queue.remove(list);
+            }
+        }
+        Some(self.slab.free(index))
+    }
+
+    /// True if `key` names a pending timer.
+    pub fn contains(&self, key: Key) -> bool {
+        self.slab.resolve(key).is_some()
+    }
+
+    /// The deadline of a pending timer.
+    pub fn deadline(&self, key: Key) -> Option<u64> {
+        self.slab
+            .resolve(key)
+            .map(|index| self.slab.entry(index).deadline)
+    }
+
+    /// Advance the clock to `now_ms`, appending every timer due at or before it to `out`
+    /// (sorted by deadline, ties in insertion order) and returning how many were appended.
+    ///
+    /// Buckets are flushed in expiration order; the wheel's time steps to each flushed
+    /// bucket's expiration, then to `now_ms`. Moving backwards is ignored (only the due list
+    /// is drained).
+    pub fn advance_to(&mut self, now_ms: u64, out: &mut Vec<Expired<T>>) -> usize {
+        let now = now_ms.min(MAX_DEADLINE_MS);
+        let start = out.len();
+        loop {
+            self.drain_due(out);
+            match self.queue.peek() {
+                Some((expiration, bucket)) if expiration <= now => {
+                    self.queue.pop();
+                    self.set_time(expiration);
+                    self.flush(bucket);
+                }
+                _ => break,
+            }
+        }
+        self.set_time(now);
+        out[start..].sort_unstable_by_key(|e| (e.deadline_ms, e.seq));
+        out.len() - start
+    }
+
+    /// Remove every pending timer, returning the values (for shutdown). The clock stays.
+    pub fn drain(&mut self) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut lists = vec![self.due];
+        self.due = List::EMPTY;
+        while let Some((_, bucket)) = self.queue.pop() {
+            lists.push(self.buckets[bucket as usize].list);
+            self.buckets[bucket as usize].list = List::EMPTY;
+        }
+        for mut list in lists {
+            let mut index = Slab::<T>::detach(&mut list);
+            while index != NIL {
+                let next = self.slab.take_next(index);
+                out.push(self.slab.free(index));
+                index = next;
+            }
+        }
+        out
+    }
+
+    /// A read-only picture of the levels and non-empty buckets. O(levels + B log B).
+    pub fn snapshot(&self, now_ms: u64) -> WheelSnapshot {
+        let levels = self
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(level, l)| LevelSnapshot {
+                level,
+                tick_ms: l.tick,
+                wheel_size: self.wheel_size as usize,
+                interval_ms: l.interval,
+                current_time_ms: l.current,
+            })
+            .collect();
+        let mut buckets: Vec<BucketSnapshot> = self
+            .queue
+            .iter()
+            .map(|(expiration_ms, id)| BucketSnapshot {
+                level: (id as u64 / self.wheel_size) as usize,
+                slot: (id as u64 % self.wheel_size) as usize,
+                expiration_ms,
+                entries: self.buckets[id as usize].list.len as usize,
+            })
+            .collect();
+        buckets.sort_by_key(|b| (b.expiration_ms, b.level, b.slot));
+        WheelSnapshot {
+            now_ms,
+            current_time_ms: self.current_time(),
+            pending: self.len(),
+            due: self.due.len as usize,
+            levels,
+            buckets,
+        }
+    }
+
+    /// File an unlinked entry: into the due list, or into the finest level that covers it.
+    fn place(&mut self, index: u32) {
+        let deadline = self.slab.entry(index).deadline;
+        // Round up to the tick so that the entry never fires before its deadline.
+        let expiration = deadline.div_ceil(self.tick_ms) * self.tick_ms;
+        if expiration <= self.levels[0].current {
+            // expiration < current + tick: already due.
+            self.slab.push_back(&mut self.due, DUE, index);
+            return;
+        }
+        let mut level = 0;
+        while expiration
+            >= self.levels[level]
+                .current
+                .saturating_add(self.levels[level].interval)
+        {
+            level += 1;
+            if level == self.levels.len() {
+                let below = self.levels[level - 1];
+                self.add_level(below.interval, below.current);
+            }
+        }
+        let l = &self.levels[level];
+        let vid = expiration / l.tick;
+        // current_vid <= vid < current_vid + wheel_size, so the slot is an offset from the
+        // current one (saving a second division).
+        let mut slot = l.current_slot + (vid - l.current_vid);
+        if slot >= self.wheel_size {
+            slot -= self.wheel_size;
+        }
+        let id = level as u64 * self.wheel_size + slot;
+        let bucket = &mut self.buckets[id as usize];
+        if bucket.list.is_empty() {
+            bucket.expiration = vid * l.tick;
+            self.queue.push(id as u32, bucket.expiration);
+        }
+        debug_assert_eq!(bucket.expiration, vid * l.tick, "bucket holds two rounds");
+        self.slab.push_back(&mut bucket.list, id as u32, index);
+    }
+
+    /// Re-place every entry of a bucket whose expiration has come.
+    fn flush(&mut self, bucket: u32) {
+        let mut index = Slab::<T>::detach(&mut self.buckets[bucket as usize].list);
+        while index != NIL {
+            let next = self.slab.take_next(index);
+            self.place(index);
+            index = next;
+        }
+    }
+
+    /// Hand out every entry of the due list.
+    fn drain_due(&mut self, out: &mut Vec<Expired<T>>) {
+        let mut index = Slab::<T>::detach(&mut self.due);
+        while index != NIL {
+            let next = self.slab.take_next(index);
+            let (deadline_ms, seq) = {
+                let e = self.slab.entry(index);
+                (e.deadline, e.seq)
+            };
+            out.push(Expired {
+                deadline_ms,
+                seq,
+                value: self.slab.free(index),
+            });
+            index = next;
+        }
+    }
+
+    /// Move every level's clock forward to `now` (never backwards).
+    fn set_time(&mut self, now: u64) {
+        if now >= self.levels[0].current + self.tick_ms {
+            for level in &mut self.levels {
+                level.set_time(now, self.wheel_size);
+            }
+        }
+    }
+
+    fn add_level(&mut self, tick: u64, now: u64) {
+        self.levels.push(Level::new(tick, self.wheel_size, now));
+        let buckets = self.levels.len() * self.wheel_size as usize;
+        self.buckets.resize(
+            buckets,
+            Bucket {
+                list: List::EMPTY,
+                expiration: 0,
+            },
+        );
+        self.queue.reserve_buckets(buckets);
+    }
+}
+
+impl<T> std::fmt::Debug for TimingWheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimingWheel")
+            .field("tick_ms", &self.tick_ms)
+            .field("wheel_size", &self.wheel_size)
+            .field("current_time", &self.current_time())
+            .field("levels", &self.levels.len())
+            .field("pending", &self.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fire(wheel: &mut TimingWheel<u32>, now: u64) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        wheel.advance_to(now, &mut out);
+        out.into_iter().map(|e| (e.deadline_ms, e.value)).collect()
+    }
+
+    #[test]
+    fn overflow_levels_are_created_on_demand() {
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        assert_eq!(wheel.levels(), 1);
+        wheel.insert(19, 0);
+        assert_eq!(wheel.levels(), 1);
+        wheel.insert(20, 1);
+        assert_eq!(wheel.levels(), 2);
+        wheel.insert(30_000, 2);
+        // 20 ms, 400 ms, 8 s, 160 s
+        assert_eq!(wheel.levels(), 4);
+        let snap = wheel.snapshot(0);
+        let ticks: Vec<u64> = snap.levels.iter().map(|l| l.tick_ms).collect();
+        assert_eq!(ticks, vec![1, 20, 400, 8000]);
+        let placed: Vec<(usize, usize, u64)> = snap
+            .buckets
+            .iter()
+            .map(|b| (b.level, b.slot, b.expiration_ms))
+            .collect();
+        assert_eq!(placed, vec![(0, 19, 19), (1, 1, 20), (3, 3, 24_000)]);
+    }
+
+    #[test]
+    fn cascade_fires_exactly_at_the_deadline() {
+        let mut wheel = TimingWheel::new(1, 4, 0);
+        for d in [3, 4, 17, 64, 65, 1000] {
+            wheel.insert(d, d as u32);
+        }
+        let mut fired = Vec::new();
+        for t in 0..=1000 {
+            for (deadline, _) in fire(&mut wheel, t) {
+                assert_eq!(deadline, t);
+                fired.push(deadline);
+            }
+        }
+        assert_eq!(fired, vec![3, 4, 17, 64, 65, 1000]);
+        assert!(wheel.is_empty());
+        assert_eq!(wheel.next_expiration(), None);
+    }
+
+    #[test]
+    fn coarse_tick_rounds_up_never_early() {
+        let mut wheel = TimingWheel::new(10, 4, 0);
+        wheel.insert(11, 11);
+        wheel.insert(20, 20);
+        assert!(fire(&mut wheel, 19).is_empty());
+        assert_eq!(fire(&mut wheel, 20), vec![(11, 11), (20, 20)]);
+    }
+
+    #[test]
+    fn remove_empties_the_bucket_queue() {
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        let k = wheel.insert(100, 1);
+        assert_eq!(wheel.next_expiration(), Some(100));
+        assert_eq!(wheel.remove(k), Some(1));
+        assert_eq!(wheel.remove(k), None);
+        assert_eq!(wheel.next_expiration(), None);
+        assert!(wheel.snapshot(0).buckets.is_empty());
+    }
+
+    #[test]
+    fn far_deadlines_are_clamped_not_overflowed() {
+        let mut wheel = TimingWheel::new(1, 2, 0);
+        let k = wheel.insert(u64::MAX, 7);
+        assert_eq!(wheel.deadline(k), Some(MAX_DEADLINE_MS));
+        assert!(fire(&mut wheel, MAX_DEADLINE_MS - 1).is_empty());
+        assert_eq!(fire(&mut wheel, u64::MAX), vec![(MAX_DEADLINE_MS, 7)]);
+    }
+
+    #[test]
+    fn drain_returns_everything() {
+        let mut wheel = TimingWheel::new(1, 20, 5);
+        for d in [0, 5, 6, 50, 5000] {
+            wheel.insert(d, d as u32);
+        }
+        let mut all = wheel.drain();
+        all.sort();
+        assert_eq!(all, vec![0, 5, 6, 50, 5000]);
+        assert!(wheel.is_empty());
+        assert_eq!(wheel.next_expiration(), None);
+    }
+}
