@@ -1,0 +1,793 @@
+//! Scenarios: timelines of follower faults, read from TOML and played against followers.
+//!
+//! # The Kafka concept
+//!
+//! Whether an `acks=all` produce is answered in a millisecond, after a second, or with
+//! `REQUEST_TIMED_OUT` depends entirely on what the in-sync followers do: a slow follower
+//! delays the high watermark, a paused one freezes it until the leader drops it from the
+//! ISR (`replica.lag.time.max.ms`), and with both paused and `min.insync.replicas = 2`
+//! produces time out, then are refused with `NOT_ENOUGH_REPLICAS` once the ISR has shrunk.
+//! A scenario scripts such a story so it can be replayed and watched.
+//!
+//! # File format
+//!
+//! ```toml
+//! name = "paused follower"
+//! description = "Follower 3 stops fetching for 55 s."
+//! duration_ms = 90000          # optional; without it the scenario runs until stopped
+//!
+//! [broker]                     # optional: broker settings the story assumes (printed)
+//! "replica.lag.time.max.ms" = 30000
+//!
+//! [[follower]]
+//! id = 2
+//! [[follower]]
+//! id = 3
+//! fetch_delay_ms = 0           # optional starting knobs: fetch_delay_ms, max_bytes, lag_ms
+//!
+//! [[step]]
+//! at_ms = 5000                 # from the start of the scenario
+//! follower = 3
+//! action = "pause"             # pause | resume | crash | restart | delay | max_bytes | lag
+//! note = "why, in plain words" # optional, logged with the step
+//!
+//! [[step]]
+//! at_ms = 60000
+//! follower = 3
+//! action = "delay"
+//! value = 250                  # required by delay (ms), max_bytes (bytes), lag (ms)
+//! ```
+//!
+//! [`run_scenario`] spawns the followers itself; [`run_timeline`] plays the steps through
+//! any [`StepApplier`], so a broker can run the same files against followers it embeds.
+
+use crate::config::FollowerConfig;
+use crate::follower::{Follower, FollowerHandle, FollowerStatus};
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+use tokio::time::{sleep_until, Instant};
+use tracing::{error, info};
+
+/// One thing done to a follower at a point of the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Stop fetching, keep the connection ([`FollowerHandle::pause`]).
+    Pause,
+    /// Fetch again ([`FollowerHandle::resume`]).
+    Resume,
+    /// Drop the connection and all data ([`FollowerHandle::crash`]).
+    Crash,
+    /// Reconnect and catch up ([`FollowerHandle::restart`]).
+    Restart,
+    /// Set the delay before each fetch, in ms ([`FollowerHandle::set_fetch_delay_ms`]).
+    Delay(u64),
+    /// Set the fetch `max_bytes` ([`FollowerHandle::set_max_bytes`]).
+    MaxBytes(i32),
+    /// Set "stay N ms behind" ([`FollowerHandle::set_lag_ms`]).
+    Lag(u64),
+}
+
+impl Action {
+    /// Parses the TOML form: `action` plus the `value` some actions need.
+    pub fn parse(action: &str, value: Option<i64>) -> Result<Action> {
+        let needs_value = |what: &str| -> Result<i64> {
+            value.with_context(|| format!("action \"{action}\" needs a `value` ({what})"))
+        };
+        let non_negative = |v: i64| -> Result<u64> {
+            u64::try_from(v).with_context(|| format!("action \"{action}\": value {v} is negative"))
+        };
+        let a = match action {
+            "pause" => Action::Pause,
+            "resume" => Action::Resume,
+            "crash" => Action::Crash,
+            "restart" => Action::Restart,
+            "delay" => Action::Delay(non_negative(needs_value("milliseconds")?)?),
+            "lag" => Action::Lag(non_negative(needs_value("milliseconds")?)?),
+            "max_bytes" => {
+                let v = needs_value("bytes")?;
+                match i32::try_from(v) {
+                    Ok(b) if b >= 1 => Action::MaxBytes(b),
+                    _ => bail!("action \"max_bytes\": value {v} is not between 1 and {}", i32::MAX),
+                }
+            }
+            other => bail!(
+                "unknown action \"{other}\" (expected pause, resume, crash, restart, delay, max_bytes or lag)"
+            ),
+        };
+        if value.is_some()
+            && matches!(
+                a,
+                Action::Pause | Action::Resume | Action::Crash | Action::Restart
+            )
+        {
+            bail!("action \"{action}\" takes no `value`");
+        }
+        Ok(a)
+    }
+
+    /// Applies the action to a follower through its handle.
+    pub fn apply_to(&self, follower: &FollowerHandle) {
+        match *self {
+            Action::Pause => follower.pause(),
+            Action::Resume => follower.resume(),
+            Action::Crash => follower.crash(),
+            Action::Restart => follower.restart(),
+            Action::Delay(ms) => follower.set_fetch_delay_ms(ms),
+            Action::MaxBytes(b) => follower.set_max_bytes(b),
+            Action::Lag(ms) => follower.set_lag_ms(ms),
+        }
+    }
+
+    /// What the action does, in plain words.
+    pub fn describe(&self) -> String {
+        match *self {
+            Action::Pause => "pause: stop fetching but keep the connection open".to_owned(),
+            Action::Resume => "resume: fetch again from its log end offset".to_owned(),
+            Action::Crash => {
+                "crash: drop the connection and everything it had replicated".to_owned()
+            }
+            Action::Restart => {
+                "restart: reconnect and catch up from its own log end offset".to_owned()
+            }
+            Action::Delay(0) => "delay 0: fetch again as soon as each response arrives".to_owned(),
+            Action::Delay(ms) => format!("delay {ms} ms: sleep {ms} ms before every fetch"),
+            Action::MaxBytes(b) => format!("max_bytes {b}: ask for at most {b} bytes per fetch"),
+            Action::Lag(0) => "lag 0: stop trailing the leader".to_owned(),
+            Action::Lag(ms) => {
+                format!("lag {ms} ms: hold fetched data {ms} ms before appending it")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Pause => f.write_str("pause"),
+            Action::Resume => f.write_str("resume"),
+            Action::Crash => f.write_str("crash"),
+            Action::Restart => f.write_str("restart"),
+            Action::Delay(ms) => write!(f, "delay {ms}"),
+            Action::MaxBytes(b) => write!(f, "max_bytes {b}"),
+            Action::Lag(ms) => write!(f, "lag {ms}"),
+        }
+    }
+}
+
+/// One step of a scenario's timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// When, in ms from the start of the scenario.
+    pub at_ms: u64,
+    /// Which follower (replica id).
+    pub follower: i32,
+    /// What to do.
+    pub action: Action,
+    /// Why, in plain words (optional; logged with the step).
+    pub note: Option<String>,
+}
+
+/// A follower taking part in a scenario, with optional starting knobs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScenarioFollower {
+    /// Replica id.
+    pub id: i32,
+    /// Starting fetch delay (ms).
+    pub fetch_delay_ms: Option<u64>,
+    /// Starting fetch `max_bytes`.
+    pub max_bytes: Option<i32>,
+    /// Starting "stay N ms behind" (ms).
+    pub lag_ms: Option<u64>,
+}
+
+/// A parsed, validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// What the scenario shows.
+    pub description: String,
+    /// How long it runs; `None` runs until stopped.
+    pub duration_ms: Option<u64>,
+    /// Broker settings the scenario assumes (informational, e.g. `min.insync.replicas`).
+    pub broker: BTreeMap<String, toml::Value>,
+    /// The followers, in file order.
+    pub followers: Vec<ScenarioFollower>,
+    /// The steps, sorted by time (steps at the same time keep their file order).
+    pub steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    #[serde(default)]
+    description: String,
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    broker: BTreeMap<String, toml::Value>,
+    #[serde(default, rename = "follower")]
+    followers: Vec<RawFollower>,
+    #[serde(default, rename = "step")]
+    steps: Vec<RawStep>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFollower {
+    id: i32,
+    fetch_delay_ms: Option<u64>,
+    max_bytes: Option<i32>,
+    lag_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at_ms: u64,
+    follower: i32,
+    action: String,
+    value: Option<i64>,
+    note: Option<String>,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario from TOML text.
+    pub fn parse(text: &str) -> Result<Scenario> {
+        let raw: RawScenario = toml::from_str(text).context("invalid scenario TOML")?;
+        if raw.followers.is_empty() {
+            bail!("scenario \"{}\" declares no [[follower]]", raw.name);
+        }
+        let mut ids = BTreeSet::new();
+        let mut followers = Vec::new();
+        for f in raw.followers {
+            if f.id < 0 {
+                bail!("follower id {} is negative", f.id);
+            }
+            if !ids.insert(f.id) {
+                bail!("follower {} is declared twice", f.id);
+            }
+            if let Some(b) = f.max_bytes {
+                if b < 1 {
+                    bail!("follower {}: max_bytes {b} must be at least 1", f.id);
+                }
+            }
+            followers.push(ScenarioFollower {
+                id: f.id,
+                fetch_delay_ms: f.fetch_delay_ms,
+                max_bytes: f.max_bytes,
+                lag_ms: f.lag_ms,
+            });
+        }
+        let mut steps = Vec::new();
+        for (i, s) in raw.steps.into_iter().enumerate() {
+            let n = i + 1;
+            if !ids.contains(&s.follower) {
+                bail!(
+                    "step {n} (at {} ms) targets follower {}, which is not a declared [[follower]]",
+                    s.at_ms,
+                    s.follower
+                );
+            }
+            if let Some(d) = raw.duration_ms {
+                if s.at_ms > d {
+                    bail!(
+                        "step {n} is at {} ms, after the scenario ends (duration_ms = {d})",
+                        s.at_ms
+                    );
+                }
+            }
+            let action = Action::parse(&s.action, s.value).with_context(|| format!("step {n}"))?;
+            steps.push(Step {
+                at_ms: s.at_ms,
+                follower: s.follower,
+                action,
+                note: s.note,
+            });
+        }
+        steps.sort_by_key(|s| s.at_ms); // stable: same-time steps keep file order
+        Ok(Scenario {
+            name: raw.name,
+            description: raw.description,
+            duration_ms: raw.duration_ms,
+            broker: raw.broker,
+            followers,
+            steps,
+        })
+    }
+
+    /// Reads and parses a scenario file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Scenario> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading scenario {}", path.display()))?;
+        Scenario::parse(&text).with_context(|| format!("in scenario {}", path.display()))
+    }
+
+    /// A scenario with healthy followers `ids`, no steps, no end: plain mode.
+    pub fn healthy(ids: &[i32]) -> Scenario {
+        Scenario {
+            name: "healthy".to_owned(),
+            description: "Followers that fetch as fast as they can.".to_owned(),
+            duration_ms: None,
+            broker: BTreeMap::new(),
+            followers: ids
+                .iter()
+                .map(|&id| ScenarioFollower {
+                    id,
+                    ..Default::default()
+                })
+                .collect(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// The declared follower ids, in file order.
+    pub fn follower_ids(&self) -> Vec<i32> {
+        self.followers.iter().map(|f| f.id).collect()
+    }
+
+    /// Renames the followers: the i-th declared follower becomes `ids[i]`, in its steps too.
+    /// `ids` must have one distinct id per declared follower.
+    pub fn with_replica_ids(&self, ids: &[i32]) -> Result<Scenario> {
+        if ids.len() != self.followers.len() {
+            bail!(
+                "scenario \"{}\" has {} follower(s) ({:?}) but {} replica id(s) were given",
+                self.name,
+                self.followers.len(),
+                self.follower_ids(),
+                ids.len()
+            );
+        }
+        if ids.iter().collect::<BTreeSet<_>>().len() != ids.len() {
+            bail!("replica ids {ids:?} are not distinct");
+        }
+        let map: BTreeMap<i32, i32> = self
+            .follower_ids()
+            .into_iter()
+            .zip(ids.iter().copied())
+            .collect();
+        let mut s = self.clone();
+        for f in &mut s.followers {
+            f.id = map[&f.id];
+        }
+        for step in &mut s.steps {
+            step.follower = map[&step.follower];
+        }
+        Ok(s)
+    }
+
+    /// The config of follower `f` of this scenario: `base` with its id and starting knobs.
+    pub fn follower_config(&self, f: &ScenarioFollower, base: &FollowerConfig) -> FollowerConfig {
+        let mut c = base.clone();
+        c.replica_id = f.id;
+        if let Some(ms) = f.fetch_delay_ms {
+            c.fetch_delay_ms = ms;
+        }
+        if let Some(b) = f.max_bytes {
+            c.fetch_max_bytes = b;
+        }
+        if let Some(ms) = f.lag_ms {
+            c.lag_ms = ms;
+        }
+        c
+    }
+
+    /// Logs the scenario's story: description, assumed broker settings, timeline.
+    pub fn log_summary(&self) {
+        info!("scenario \"{}\": {}", self.name, self.description.trim());
+        for (k, v) in &self.broker {
+            info!("  expects the broker to run with {k} = {v}");
+        }
+        for f in &self.followers {
+            info!(
+                "  follower {} starts with fetch delay {} ms, lag {} ms{}",
+                f.id,
+                f.fetch_delay_ms.unwrap_or(0),
+                f.lag_ms.unwrap_or(0),
+                f.max_bytes
+                    .map(|b| format!(", max_bytes {b}"))
+                    .unwrap_or_default()
+            );
+        }
+        for s in &self.steps {
+            info!(
+                "  at {}: follower {} -> {}",
+                fmt_ms(s.at_ms),
+                s.follower,
+                s.action
+            );
+        }
+        match self.duration_ms {
+            Some(d) => info!("  ends at {}", fmt_ms(d)),
+            None => info!("  runs until stopped"),
+        }
+    }
+}
+
+fn fmt_ms(ms: u64) -> String {
+    format!("{}.{:03} s", ms / 1000, ms % 1000)
+}
+
+/// Something that can apply a scenario step to a follower: the handles of spawned followers,
+/// a broker's embedded followers, or a test double.
+pub trait StepApplier {
+    /// Applies `action` to follower `follower`; fails if there is no such follower.
+    fn apply(&self, follower: i32, action: &Action) -> Result<()>;
+}
+
+impl StepApplier for BTreeMap<i32, FollowerHandle> {
+    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
+        let h = self
+            .get(&follower)
+            .with_context(|| format!("no follower with replica id {follower}"))?;
+        action.apply_to(h);
+        Ok(())
+    }
+}
+
+impl StepApplier for [FollowerHandle] {
+    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
+        let h = self
+            .iter()
+            .find(|h| h.replica_id() == follower)
+            .with_context(|| format!("no follower with replica id {follower}"))?;
+        action.apply_to(h);
+        Ok(())
+    }
+}
+
+impl<F> StepApplier for F
+where
+    F: Fn(i32, &Action) -> Result<()>,
+{
+    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
+        self(follower, action)
+    }
+}
+
+/// Plays the scenario's steps, each at its time (counted from the call), through `applier`,
+/// then waits out `duration_ms` if there is one. Returns after the last step otherwise.
+///
+/// Stops at the first step that cannot be applied (an unknown follower).
+pub async fn run_timeline<A>(scenario: &Scenario, applier: &A) -> Result<()>
+where
+    A: StepApplier + ?Sized,
+{
+    let start = Instant::now();
+    for step in &scenario.steps {
+        sleep_until(start + Duration::from_millis(step.at_ms)).await;
+        match &step.note {
+            Some(note) => info!(
+                "t={}: follower {} -> {} ({})",
+                fmt_ms(step.at_ms),
+                step.follower,
+                step.action.describe(),
+                note.trim()
+            ),
+            None => info!(
+                "t={}: follower {} -> {}",
+                fmt_ms(step.at_ms),
+                step.follower,
+                step.action.describe()
+            ),
+        }
+        if let Err(e) = applier.apply(step.follower, &step.action) {
+            error!("t={}: could not apply the step: {e:#}", fmt_ms(step.at_ms));
+            return Err(e.context(format!("step at {} ms", step.at_ms)));
+        }
+    }
+    if let Some(d) = scenario.duration_ms {
+        sleep_until(start + Duration::from_millis(d)).await;
+        info!("t={}: scenario \"{}\" is over", fmt_ms(d), scenario.name);
+    }
+    Ok(())
+}
+
+/// Spawns the scenario's followers from `base` (see [`Scenario::follower_config`]).
+pub fn spawn_followers(
+    scenario: &Scenario,
+    base: &FollowerConfig,
+) -> BTreeMap<i32, FollowerHandle> {
+    scenario
+        .followers
+        .iter()
+        .map(|f| (f.id, Follower::spawn(scenario.follower_config(f, base))))
+        .collect()
+}
+
+/// Signals every follower to stop when dropped (so a cancelled scenario cleans up).
+struct StopOnDrop(BTreeMap<i32, FollowerHandle>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for h in self.0.values() {
+            h.signal_shutdown();
+        }
+    }
+}
+
+/// Runs a whole scenario against the leader at `bootstrap`: spawns its followers (default
+/// config), plays the timeline, and at the end shuts the followers down and returns their
+/// final status. Without `duration_ms` it runs until the future is dropped, which also
+/// stops the followers.
+pub async fn run_scenario(scenario: &Scenario, bootstrap: &str) -> Result<Vec<FollowerStatus>> {
+    run_scenario_with(scenario, &FollowerConfig::new(2, bootstrap)).await
+}
+
+/// [`run_scenario`] with a base follower config (the replica id is taken from the scenario).
+pub async fn run_scenario_with(
+    scenario: &Scenario,
+    base: &FollowerConfig,
+) -> Result<Vec<FollowerStatus>> {
+    let followers = StopOnDrop(spawn_followers(scenario, base));
+    run_timeline(scenario, &followers.0).await?;
+    if scenario.duration_ms.is_none() {
+        std::future::pending::<()>().await;
+    }
+    let statuses = followers.0.values().map(FollowerHandle::status).collect();
+    for h in followers.0.values() {
+        h.shutdown().await;
+    }
+    Ok(statuses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parking_lot::Mutex;
+    use std::path::PathBuf;
+
+    fn scenarios_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/scenarios")
+    }
+
+    fn shipped() -> Vec<(String, Scenario)> {
+        let mut out = Vec::new();
+        let dir = std::fs::read_dir(scenarios_dir()).expect("config/scenarios exists");
+        for entry in dir {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) == Some("toml") {
+                let name = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let s = Scenario::from_file(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                out.push((name, s));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn get<'a>(all: &'a [(String, Scenario)], name: &str) -> &'a Scenario {
+        &all.iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("config/scenarios/{name}.toml is missing"))
+            .1
+    }
+
+    #[test]
+    fn every_shipped_scenario_parses_and_is_sane() {
+        let all = shipped();
+        for (file, s) in &all {
+            assert!(!s.name.is_empty(), "{file}: no name");
+            assert!(!s.description.trim().is_empty(), "{file}: no description");
+            assert_eq!(
+                s.follower_ids(),
+                vec![2, 3],
+                "{file}: followers should be replicas 2 and 3"
+            );
+            assert!(
+                s.steps.windows(2).all(|w| w[0].at_ms <= w[1].at_ms),
+                "{file}: sorted"
+            );
+            // Every pause is resumed and every crash restarted before the end, so each
+            // story ends healthy.
+            for id in s.follower_ids() {
+                let last = s.steps.iter().rev().find(|st| {
+                    st.follower == id
+                        && matches!(
+                            st.action,
+                            Action::Pause | Action::Resume | Action::Crash | Action::Restart
+                        )
+                });
+                assert!(
+                    !matches!(
+                        last.map(|st| st.action),
+                        Some(Action::Pause | Action::Crash)
+                    ),
+                    "{file}: follower {id} ends paused or crashed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn required_scenarios_are_shipped_with_their_stories() {
+        let all = shipped();
+
+        let healthy = get(&all, "healthy");
+        assert!(healthy.steps.is_empty());
+
+        let slow = get(&all, "slow-follower");
+        let slowed = slow
+            .followers
+            .iter()
+            .any(|f| f.fetch_delay_ms.unwrap_or(0) > 0)
+            || slow
+                .steps
+                .iter()
+                .any(|s| matches!(s.action, Action::Delay(ms) if ms > 0));
+        assert!(slowed, "slow-follower slows a follower");
+
+        let paused = get(&all, "paused-follower");
+        let lag_max = paused.broker["replica.lag.time.max.ms"]
+            .as_integer()
+            .expect("int") as u64;
+        let pause = paused
+            .steps
+            .iter()
+            .find(|s| s.action == Action::Pause)
+            .expect("a pause");
+        let resume = paused
+            .steps
+            .iter()
+            .find(|s| s.action == Action::Resume && s.follower == pause.follower)
+            .expect("a resume");
+        // Kafka checks every lag/2, so the ISR has surely shrunk after 1.5 x lag.
+        assert!(
+            resume.at_ms - pause.at_ms >= lag_max * 3 / 2,
+            "paused long enough for the ISR to shrink"
+        );
+
+        let both = get(&all, "both-paused");
+        assert_eq!(both.broker["min.insync.replicas"].as_integer(), Some(2));
+        let mut paused_ids: Vec<i32> = both
+            .steps
+            .iter()
+            .filter(|s| s.action == Action::Pause)
+            .map(|s| s.follower)
+            .collect();
+        paused_ids.sort();
+        paused_ids.dedup();
+        assert_eq!(paused_ids, vec![2, 3]);
+
+        let crash = get(&all, "crash-restart");
+        assert!(crash.steps.iter().any(|s| s.action == Action::Crash));
+        assert!(crash.steps.iter().any(|s| s.action == Action::Restart));
+
+        let flapping = get(&all, "flapping");
+        let flips = flapping
+            .steps
+            .iter()
+            .filter(|s| matches!(s.action, Action::Pause | Action::Crash))
+            .count();
+        assert!(flips >= 3, "a flapping follower goes down repeatedly");
+    }
+
+    #[test]
+    fn parses_the_example_from_the_docs() {
+        let s = Scenario::parse(
+            r#"
+            name = "paused follower"
+            description = "..."
+            duration_ms = 60000
+            [[follower]]
+            id = 2
+            [[follower]]
+            id = 3
+            fetch_delay_ms = 10
+            [[step]]
+            at_ms = 45000
+            follower = 3
+            action = "resume"
+            [[step]]
+            at_ms = 5000
+            follower = 3
+            action = "pause"
+            [[step]]
+            at_ms = 6000
+            follower = 2
+            action = "delay"
+            value = 250
+            note = "slow"
+            "#,
+        )
+        .expect("parse");
+        assert_eq!(s.duration_ms, Some(60000));
+        assert_eq!(s.followers[1].fetch_delay_ms, Some(10));
+        let got: Vec<(u64, i32, Action)> = s
+            .steps
+            .iter()
+            .map(|s| (s.at_ms, s.follower, s.action))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (5000, 3, Action::Pause),
+                (6000, 2, Action::Delay(250)),
+                (45000, 3, Action::Resume)
+            ]
+        );
+        assert_eq!(s.steps[1].note.as_deref(), Some("slow"));
+    }
+
+    #[test]
+    fn rejects_bad_scenarios() {
+        let base = "name = \"x\"\n[[follower]]\nid = 2\n";
+        let bad = [
+            ("name = \"x\"\n", "no [[follower]]"),
+            (&format!("{base}[[follower]]\nid = 2\n"), "declared twice"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 3\naction = \"pause\"\n"), "not a declared"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"explode\"\n"), "unknown action"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"delay\"\n"), "needs a `value`"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"pause\"\nvalue = 3\n"), "takes no `value`"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"lag\"\nvalue = -3\n"), "negative"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"max_bytes\"\nvalue = 0\n"), "between 1"),
+            (&format!("duration_ms = 10\n{base}[[step]]\nat_ms = 11\nfollower = 2\naction = \"pause\"\n"), "after the scenario ends"),
+            (&format!("{base}colour = \"red\"\n"), "unknown field"),
+        ];
+        for (text, want) in bad {
+            let err = format!("{:#}", Scenario::parse(text).unwrap_err());
+            assert!(
+                err.contains(want),
+                "expected {want:?} in {err:?} for:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn replica_ids_can_be_remapped() {
+        let all = shipped();
+        let s = get(&all, "paused-follower")
+            .with_replica_ids(&[12, 13])
+            .expect("remap");
+        assert_eq!(s.follower_ids(), vec![12, 13]);
+        assert!(s
+            .steps
+            .iter()
+            .all(|st| st.follower == 12 || st.follower == 13));
+        assert!(get(&all, "healthy").with_replica_ids(&[4]).is_err());
+        assert!(get(&all, "healthy").with_replica_ids(&[4, 4]).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeline_applies_steps_in_order_at_their_time() {
+        let s = Scenario::parse(
+            "name = \"t\"\nduration_ms = 3000\n[[follower]]\nid = 2\n\
+             [[step]]\nat_ms = 2000\nfollower = 2\naction = \"resume\"\n\
+             [[step]]\nat_ms = 1000\nfollower = 2\naction = \"pause\"\n",
+        )
+        .expect("parse");
+        let start = Instant::now();
+        let seen: Mutex<Vec<(u64, i32, Action)>> = Mutex::new(Vec::new());
+        let applier = |id: i32, a: &Action| -> Result<()> {
+            seen.lock()
+                .push((start.elapsed().as_millis() as u64, id, *a));
+            Ok(())
+        };
+        run_timeline(&s, &applier).await.expect("run");
+        assert_eq!(start.elapsed(), Duration::from_millis(3000));
+        assert_eq!(
+            *seen.lock(),
+            vec![(1000, 2, Action::Pause), (2000, 2, Action::Resume)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeline_stops_at_an_unknown_follower() {
+        let s = Scenario::parse(
+            "name = \"t\"\n[[follower]]\nid = 2\n[[step]]\nat_ms = 5\nfollower = 2\naction = \"pause\"\n",
+        )
+        .expect("parse");
+        let none: BTreeMap<i32, FollowerHandle> = BTreeMap::new();
+        assert!(run_timeline(&s, &none).await.is_err());
+    }
+}
