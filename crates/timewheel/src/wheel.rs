@@ -33,11 +33,13 @@
 //!
 //! Kafka files a timer by `expiration / tick`, i.e. into the bucket whose span *starts* at
 //! or before it, and fires the bucket at that start, so with `tick_ms > 1` a timer can fire
-//! up to `tick_ms - 1` early. This wheel first rounds a deadline *up* to the tick
-//! (`ceil(deadline / tick) * tick`) and files that; an entry is due once that rounded
-//! expiration is `< current_time + tick_ms` (Kafka's test), which can only happen once
-//! `current_time >= deadline`. So no timer ever fires before its deadline, and with
-//! `tick_ms = 1` (the default) a timer fires exactly at its deadline.
+//! up to `tick_ms - 1` early. This wheel files the deadline rounded *up* to the tick
+//! (`ceil(deadline / tick) * tick`), so a bucket is flushed no earlier than the deadlines
+//! in it, and an entry is *due* (fired at once instead of filed) when its deadline is at or
+//! before the time last advanced to. With `tick_ms = 1`, the default, that is exactly
+//! Kafka's rule `expiration < current_time + tick_ms`, and a timer fires exactly at its
+//! deadline; with a coarser tick a timer fires at the first tick boundary at or after its
+//! deadline. No timer ever fires before its deadline.
 //!
 //! Within one advance, expired entries are returned sorted by deadline, ties in insertion
 //! order.
@@ -150,6 +152,8 @@ pub struct TimingWheel<T> {
     queue: BucketQueue,
     slab: Slab<T>,
     next_seq: u64,
+    /// The time last advanced to (not rounded): deadlines at or before it are due.
+    now: u64,
 }
 
 impl<T> TimingWheel<T> {
@@ -175,8 +179,9 @@ impl<T> TimingWheel<T> {
             queue: BucketQueue::default(),
             slab: Slab::with_capacity(capacity),
             next_seq: 0,
+            now: start_ms.min(MAX_DEADLINE_MS),
         };
-        wheel.add_level(tick_ms, start_ms.min(MAX_DEADLINE_MS));
+        wheel.add_level(tick_ms, wheel.now);
         wheel
     }
 
@@ -193,6 +198,11 @@ impl<T> TimingWheel<T> {
     /// The wheel's current time: the last time advanced to, rounded down to the tick.
     pub fn current_time(&self) -> u64 {
         self.levels[0].current
+    }
+
+    /// The last time advanced to (or the start time), not rounded.
+    pub fn now(&self) -> u64 {
+        self.now
     }
 
     /// Number of pending timers (including due ones not yet handed out).
@@ -220,14 +230,14 @@ impl<T> TimingWheel<T> {
         std::mem::size_of::<crate::slab::Entry<T>>()
     }
 
-    /// When the next advance has work to do: the current time if timers are already due,
+    /// When the next advance has work to do: [`now`](Self::now) if timers are already due,
     /// else the earliest non-empty bucket's expiration; `None` if nothing is pending.
     ///
     /// That is the instant a driver should sleep until. It may be a higher-level bucket
     /// whose flush only cascades entries without firing any. O(1).
     pub fn next_expiration(&self) -> Option<u64> {
         if !self.due.is_empty() {
-            Some(self.current_time())
+            Some(self.now)
         } else {
             self.queue.peek().map(|(expiration, _)| expiration)
         }
@@ -235,7 +245,7 @@ impl<T> TimingWheel<T> {
 
     /// Schedule `value` for `deadline_ms` and return the key that cancels it.
     ///
-    /// A deadline at or before the current time is already due: the value is handed out by
+    /// A deadline at or before [`now`](Self::now) is already due: the value is handed out by
     /// the next [`advance_to`](Self::advance_to), whatever time it advances to.
     pub fn insert(&mut self, deadline_ms: u64, value: T) -> Key {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
@@ -358,13 +368,13 @@ impl<T> TimingWheel<T> {
     /// File an unlinked entry: into the due list, or into the finest level that covers it.
     fn place(&mut self, index: u32) {
         let deadline = self.slab.entry(index).deadline;
-        // Round up to the tick so that the entry never fires before its deadline.
-        let expiration = deadline.div_ceil(self.tick_ms) * self.tick_ms;
-        if expiration <= self.levels[0].current {
-            // expiration < current + tick: already due.
+        if deadline <= self.now {
             self.slab.push_back(&mut self.due, DUE, index);
             return;
         }
+        // Round up to the tick so that the entry never fires before its deadline. Since
+        // deadline > now >= current, the expiration is at least one tick past `current`.
+        let expiration = deadline.div_ceil(self.tick_ms) * self.tick_ms;
         let mut level = 0;
         while expiration
             >= self.levels[level]
@@ -425,6 +435,7 @@ impl<T> TimingWheel<T> {
 
     /// Move every level's clock forward to `now` (never backwards).
     fn set_time(&mut self, now: u64) {
+        self.now = self.now.max(now);
         if now >= self.levels[0].current + self.tick_ms {
             for level in &mut self.levels {
                 level.set_time(now, self.wheel_size);
