@@ -24,10 +24,10 @@ if ((${#need_apt[@]})); then
 fi
 
 VENV="$ROOT/.venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest' 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest, yaml' 2>/dev/null; then
     step "creating Python venv with kafka-python and pytest"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' pytest
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' pytest pyyaml
 fi
 
 # ---------------------------------------------------------------- checks

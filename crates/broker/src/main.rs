@@ -1,1 +1,223 @@
-fn main() {}
+//! The `purgatory` command: run the broker (`serve`, the default).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use purgatory::admin::{self, AdminState};
+use purgatory::config::{BrokerConfig, ClockMode};
+use purgatory::ctl;
+use purgatory::followers::EmbeddedFollowers;
+use purgatory::Broker;
+use tracing_subscriber::EnvFilter;
+
+/// A mock Kafka broker that makes delayed operations real and visible.
+#[derive(Parser)]
+#[command(name = "purgatory", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker (the default when no command is given).
+    Serve(ServeArgs),
+    /// Talk to a running broker's admin API.
+    Ctl(CtlArgs),
+}
+
+#[derive(clap::Args)]
+struct CtlArgs {
+    /// Admin API address.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    admin: String,
+    /// Bearer token, if the broker has `admin.token` set.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "PURGATORY_ADMIN_TOKEN",
+        global = true
+    )]
+    token: Option<String>,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Show partitions (HW, LEO, ISR), purgatories, the timing wheel and followers.
+    State {
+        /// Print the raw JSON of GET /api/state.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Steer an embedded follower: pause, resume, crash, restart, delay MS, lag MS, max-bytes N.
+    Follower {
+        /// Replica id (2, 3, ...).
+        id: String,
+        /// pause | resume | crash | restart | delay | lag | max-bytes
+        action: String,
+        /// The value for delay (ms), lag (ms) or max-bytes (bytes).
+        value: Option<String>,
+    },
+    /// Advance a manual clock: `clock advance MS`.
+    Clock {
+        /// Only `advance`.
+        #[arg(value_parser = ["advance"])]
+        action: String,
+        /// Milliseconds.
+        ms: u64,
+    },
+}
+
+#[derive(clap::Args, Default)]
+struct ServeArgs {
+    /// Broker config file (TOML, Kafka-named keys). Defaults to config/broker.toml if present.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Kafka listener address, e.g. 127.0.0.1:9092 (overrides `listeners`).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Host advertised to clients in Metadata (overrides `advertised.host`).
+    #[arg(long, value_name = "HOST")]
+    advertised_host: Option<String>,
+    /// `system` or `manual` (overrides `clock`).
+    #[arg(long, value_name = "MODE")]
+    clock: Option<String>,
+    /// Overrides `replica.lag.time.max.ms`.
+    #[arg(long, value_name = "MS")]
+    replica_lag_time_max_ms: Option<u64>,
+    /// Overrides `min.insync.replicas`.
+    #[arg(long, value_name = "N")]
+    min_insync_replicas: Option<i32>,
+    /// Number of simulated followers (overrides `follower.count`).
+    #[arg(long, value_name = "N")]
+    followers: Option<i32>,
+    /// Do not run followers in-process (play them with `followersim` instead).
+    #[arg(long)]
+    no_embedded_followers: bool,
+    /// Embedded followers' extra delay before each fetch (overrides `follower.fetch.delay.ms`).
+    #[arg(long, value_name = "MS")]
+    follower_delay_ms: Option<u64>,
+    /// Admin HTTP listener (overrides `admin.listeners`).
+    #[arg(long, value_name = "HOST:PORT")]
+    admin_listen: Option<String>,
+    /// Do not serve the admin HTTP API.
+    #[arg(long)]
+    no_admin: bool,
+}
+
+const DEFAULT_CONFIG: &str = "config/broker.toml";
+
+fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
+    let mut config = match &args.config {
+        Some(path) => BrokerConfig::from_file(path)?,
+        None if std::path::Path::new(DEFAULT_CONFIG).exists() => {
+            BrokerConfig::from_file(DEFAULT_CONFIG.as_ref())?
+        }
+        None => BrokerConfig::default(),
+    };
+    if let Some(listen) = &args.listen {
+        config.listen = listen.clone();
+    }
+    if let Some(host) = &args.advertised_host {
+        config.advertised_host = Some(host.clone());
+    }
+    if let Some(clock) = &args.clock {
+        config.clock = match clock.as_str() {
+            "system" => ClockMode::System,
+            "manual" => ClockMode::Manual,
+            other => anyhow::bail!("--clock must be `system` or `manual`, not {other:?}"),
+        };
+    }
+    if let Some(ms) = args.replica_lag_time_max_ms {
+        config.replica_lag_time_max_ms = ms;
+    }
+    if let Some(n) = args.min_insync_replicas {
+        config.min_insync_replicas = n;
+    }
+    if let Some(n) = args.followers {
+        config.follower_count = n;
+        config.default_replication_factor =
+            config.default_replication_factor.min((n + 1) as i16).max(1);
+    }
+    if args.no_embedded_followers {
+        config.embedded_followers = false;
+    }
+    if let Some(ms) = args.follower_delay_ms {
+        config.follower_fetch_delay_ms = ms;
+    }
+    if let Some(listen) = &args.admin_listen {
+        config.admin_listen = listen.clone();
+    }
+    if args.no_admin {
+        config.admin_enable = false;
+    }
+    config.validate().context("invalid configuration")?;
+    Ok(config)
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(args)) => args,
+        None => ServeArgs::default(),
+        Some(Command::Ctl(ctl)) => return run_ctl(ctl),
+    };
+    let config = load_config(&args)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+    let broker = Broker::start(config).await?;
+    let rm = broker.replica_manager().clone();
+    let followers = if rm.config.embedded_followers && rm.config.follower_count > 0 {
+        // Followers reach the listener over loopback, whatever address it is bound to.
+        let bootstrap = format!("127.0.0.1:{}", broker.local_addr().port());
+        let ids: Vec<i32> = rm.config.all_replica_ids().into_iter().skip(1).collect();
+        let template = followersim::FollowerConfig {
+            fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
+            fetch_delay_ms: rm.config.follower_fetch_delay_ms,
+            ..followersim::FollowerConfig::default()
+        };
+        EmbeddedFollowers::start(&bootstrap, &ids, &template)
+    } else {
+        EmbeddedFollowers::none()
+    };
+    if rm.config.admin_enable {
+        let state = AdminState {
+            rm: rm.clone(),
+            followers: followers.clone(),
+            token: rm.config.admin_token.clone(),
+        };
+        admin::start(&rm.config.admin_listen, state).await?;
+    }
+    tokio::signal::ctrl_c().await?;
+    tracing::info!("shutting down");
+    followers.shutdown().await;
+    broker.shutdown();
+    Ok(())
+}
+
+fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
+    let token = ctl.token.as_deref();
+    match ctl.command {
+        CtlCommand::State { json } => ctl::state(&ctl.admin, json),
+        CtlCommand::Follower { id, action, value } => {
+            ctl::follower(&ctl.admin, token, &id, &action, value.as_deref())
+        }
+        CtlCommand::Clock { ms, .. } => ctl::advance_clock(&ctl.admin, token, ms),
+    }
+}

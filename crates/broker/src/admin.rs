@@ -1,0 +1,266 @@
+//! The admin HTTP listener: look inside the broker, and steer its simulated followers.
+//!
+//! - `GET  /api/state` — every partition (replicas, ISR, LEO, HW, each follower's LEO, lag
+//!   and last fetch), every purgatory (watched / delayed / expired counts and the pending
+//!   operations with what each waits for), the timing wheel, and the embedded followers.
+//! - `POST /api/followers/{id}/pause|resume|crash|restart` — fault control.
+//! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
+//!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
+//! - `POST /api/clock/advance` — on a manual clock, move time forward by `ms`.
+//!
+//! Anything that changes state answers only loopback peers unless `admin.token` is set;
+//! then any peer may call it with `Authorization: Bearer <token>`, and no one without it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::followers::EmbeddedFollowers;
+use crate::replica_manager::ReplicaManager;
+
+/// Most pending operations listed per purgatory in `/api/state`.
+const MAX_PENDING_SHOWN: usize = 200;
+
+/// What the admin handlers share.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The broker.
+    pub rm: Arc<ReplicaManager>,
+    /// Followers running inside this process (may be empty).
+    pub followers: EmbeddedFollowers,
+    /// Bearer token required for mutating calls, if configured.
+    pub token: Option<String>,
+}
+
+/// Binds the admin listener and serves it in the background. Returns the bound address.
+pub async fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let app = router(state);
+    tokio::spawn(async move {
+        let service = app.into_make_service_with_connect_info::<SocketAddr>();
+        if let Err(e) = axum::serve(listener, service).await {
+            tracing::error!(error = %e, "admin listener stopped");
+        }
+    });
+    info!(%addr, "admin HTTP listener ready (GET /api/state)");
+    Ok(addr)
+}
+
+/// The routes, for embedding or testing.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/api/state", get(get_state))
+        .route("/api/followers", get(get_followers))
+        .route("/api/followers/{id}/{action}", post(post_follower))
+        .route("/api/clock/advance", post(post_clock_advance))
+        .with_state(state)
+}
+
+/// A JSON error body with a status.
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// The whole picture, as served by `GET /api/state`.
+pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
+    let partitions: Vec<Value> = rm
+        .topics()
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
+        })
+        .collect();
+    json!({
+        "broker_id": rm.config.broker_id,
+        "now_ms": rm.now_ms(),
+        "clock": rm.config.clock,
+        "log_bytes": rm.log_bytes(),
+        "partitions": partitions,
+        "purgatories": {
+            "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
+            "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
+        },
+        "timer": rm.timer.snapshot(),
+        "followers": followers.statuses(),
+    })
+}
+
+async fn get_state(State(s): State<AdminState>) -> Json<Value> {
+    Json(state_json(&s.rm, &s.followers))
+}
+
+async fn get_followers(State(s): State<AdminState>) -> Json<Value> {
+    Json(serde_json::to_value(s.followers.statuses()).unwrap_or(Value::Null))
+}
+
+/// Loopback-only unless a token is configured; with a token, the token is required.
+fn authorize(s: &AdminState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    match &s.token {
+        Some(token) => {
+            let presented = headers
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if presented == Some(token.as_str()) {
+                Ok(())
+            } else {
+                Err(Box::new(error(
+                    StatusCode::UNAUTHORIZED,
+                    "this call needs Authorization: Bearer <admin.token>",
+                )))
+            }
+        }
+        None if peer.ip().is_loopback() => Ok(()),
+        None => Err(Box::new(error(
+            StatusCode::FORBIDDEN,
+            "state-changing calls are loopback-only unless admin.token is configured",
+        ))),
+    }
+}
+
+/// Reads a number from `?name=`, a JSON body `{"name": n}`, or a plain-text body.
+fn number_arg(query: &HashMap<String, String>, body: &str, name: &str) -> Result<i64, String> {
+    if let Some(v) = query.get(name) {
+        return v
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{name}` must be an integer, got {v:?}"));
+    }
+    let body = body.trim();
+    if body.is_empty() {
+        return Err(format!(
+            "missing `{name}` (query ?{name}=N, JSON {{\"{name}\": N}} or a plain number body)"
+        ));
+    }
+    if let Ok(n) = body.parse::<i64>() {
+        return Ok(n);
+    }
+    let json: Value = serde_json::from_str(body)
+        .map_err(|_| format!("cannot read `{name}` from body {body:?}"))?;
+    json.get(name)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| format!("JSON body must have an integer `{name}`"))
+}
+
+#[derive(Serialize)]
+struct Done {
+    follower: i32,
+    action: String,
+    status: Value,
+}
+
+async fn post_follower(
+    State(s): State<AdminState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    body: String,
+) -> Response {
+    if let Err(denied) = authorize(&s, peer, &headers) {
+        return *denied;
+    }
+    let Ok(id) = id.parse::<i32>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("follower id must be an integer, got {id:?}"),
+        );
+    };
+    let Some(follower) = s.followers.get(id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no embedded follower {id} (embedded followers: {:?})",
+                s.followers.ids()
+            ),
+        );
+    };
+    let non_negative = |name: &str| match number_arg(&query, &body, name) {
+        Ok(n) if n >= 0 => Ok(n),
+        Ok(n) => Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            format!("`{name}` must be >= 0, got {n}"),
+        ))),
+        Err(e) => Err(Box::new(error(StatusCode::BAD_REQUEST, e))),
+    };
+    match action.as_str() {
+        "pause" => follower.pause(),
+        "resume" => follower.resume(),
+        "crash" => follower.crash(),
+        "restart" => follower.restart(),
+        "delay" => match non_negative("ms") {
+            Ok(ms) => follower.set_fetch_delay_ms(ms as u64),
+            Err(r) => return *r,
+        },
+        "lag" => match non_negative("ms") {
+            Ok(ms) => follower.set_lag_ms(ms as u64),
+            Err(r) => return *r,
+        },
+        "max-bytes" => match non_negative("bytes") {
+            Ok(b) if b >= 1 && b <= i64::from(i32::MAX) => follower.set_max_bytes(b as i32),
+            Ok(b) => return error(StatusCode::BAD_REQUEST, format!("`bytes` must be in 1..={}, got {b}", i32::MAX)),
+            Err(r) => return *r,
+        },
+        other => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("unknown action {other:?}: use pause, resume, crash, restart, delay, lag or max-bytes"),
+            )
+        }
+    }
+    info!(target: "purgatory::admin", follower = id, %action, %peer, "follower control");
+    let status = serde_json::to_value(follower.status()).unwrap_or(Value::Null);
+    Json(Done {
+        follower: id,
+        action,
+        status,
+    })
+    .into_response()
+}
+
+async fn post_clock_advance(
+    State(s): State<AdminState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    body: String,
+) -> Response {
+    if let Err(denied) = authorize(&s, peer, &headers) {
+        return *denied;
+    }
+    if !s.rm.timer.is_manual() {
+        return error(
+            StatusCode::CONFLICT,
+            "the broker runs on the system clock; start it with --clock manual",
+        );
+    }
+    let ms = match number_arg(&query, &body, "ms") {
+        Ok(ms) if ms >= 0 => ms as u64,
+        Ok(ms) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("`ms` must be >= 0, got {ms}"),
+            )
+        }
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let rm = s.rm.clone();
+    // Firing timers runs delayed-operation callbacks: keep them off the async workers.
+    let fired = tokio::task::spawn_blocking(move || rm.timer.advance_by(ms))
+        .await
+        .unwrap_or(0);
+    Json(json!({ "now_ms": s.rm.now_ms(), "fired": fired })).into_response()
+}

@@ -1,0 +1,213 @@
+//! `purgatory ctl`: a command-line client for the admin HTTP API.
+//!
+//! `purgatory ctl state` prints what the broker holds — partitions with their HW, LEO and
+//! ISR, the purgatories and what each parked request waits for, the timing wheel, the
+//! followers — in plain words. `purgatory ctl follower 2 pause` steers a follower. Any
+//! failure (broker unreachable, unknown follower, bad value) exits non-zero.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+/// Sends one HTTP/1.1 request and returns (status, body). Kept dependency-free: the admin
+/// API is small and always answers with a complete JSON body and `Connection: close`.
+pub fn http(
+    admin: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(admin)
+        .with_context(|| format!("cannot reach the admin API at {admin}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n{auth}Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .context("malformed HTTP status line")?;
+    Ok((status, body.to_string()))
+}
+
+fn call(
+    admin: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> anyhow::Result<Value> {
+    let (status, body) = http(admin, method, path, body, token)?;
+    let json: Value = serde_json::from_str(&body).unwrap_or(Value::String(body.clone()));
+    if status >= 400 {
+        let message = json
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or(&body)
+            .to_string();
+        bail!("HTTP {status}: {message}");
+    }
+    Ok(json)
+}
+
+/// `ctl state`: prints the broker's state (or the raw JSON).
+pub fn state(admin: &str, raw_json: bool) -> anyhow::Result<()> {
+    let state = call(admin, "GET", "/api/state", "", None)?;
+    if raw_json {
+        println!("{}", serde_json::to_string_pretty(&state)?);
+        return Ok(());
+    }
+    print!("{}", render_state(&state));
+    Ok(())
+}
+
+/// `ctl follower ID ACTION [VALUE]`.
+pub fn follower(
+    admin: &str,
+    token: Option<&str>,
+    id: &str,
+    action: &str,
+    value: Option<&str>,
+) -> anyhow::Result<()> {
+    let needs_value = matches!(action, "delay" | "lag" | "max-bytes");
+    if needs_value && value.is_none() {
+        bail!("`{action}` needs a value, e.g. `purgatory ctl follower {id} {action} 250`");
+    }
+    let result = call(
+        admin,
+        "POST",
+        &format!("/api/followers/{id}/{action}"),
+        value.unwrap_or(""),
+        token,
+    )?;
+    let state = result
+        .pointer("/status/state")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    println!("follower {id}: {action} done (now {state})");
+    Ok(())
+}
+
+/// `ctl clock advance MS`.
+pub fn advance_clock(admin: &str, token: Option<&str>, ms: u64) -> anyhow::Result<()> {
+    let result = call(admin, "POST", "/api/clock/advance", &ms.to_string(), token)?;
+    println!(
+        "clock advanced by {ms} ms: now {} ms, {} timer task(s) fired",
+        result["now_ms"], result["fired"]
+    );
+    Ok(())
+}
+
+/// Renders `/api/state` as text for people.
+pub fn render_state(state: &Value) -> String {
+    let mut out = String::new();
+    let s = |v: &Value| {
+        v.as_i64()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| v.to_string())
+    };
+    out += &format!(
+        "broker {}  clock {} at {} ms  log bytes {}\n",
+        s(&state["broker_id"]),
+        state["clock"].as_str().unwrap_or("?"),
+        s(&state["now_ms"]),
+        s(&state["log_bytes"])
+    );
+    out += "\npartitions\n";
+    for p in state["partitions"].as_array().into_iter().flatten() {
+        out += &format!(
+            "  {}-{}  LEO {}  HW {}  replicas {}  ISR {}\n",
+            p["topic"].as_str().unwrap_or("?"),
+            s(&p["partition"]),
+            s(&p["log_end_offset"]),
+            s(&p["high_watermark"]),
+            p["replicas"],
+            p["isr"]
+        );
+        for f in p["followers"].as_array().into_iter().flatten() {
+            out += &format!(
+                "      follower {}  LEO {}  lag {}  last fetch {}  {}\n",
+                s(&f["id"]),
+                s(&f["log_end_offset"]),
+                s(&f["lag"]),
+                if f["last_fetch_time_ms"].is_null() {
+                    "never".to_string()
+                } else {
+                    format!("at {} ms", s(&f["last_fetch_time_ms"]))
+                },
+                if f["in_isr"].as_bool() == Some(true) {
+                    "in ISR"
+                } else {
+                    "OUT of ISR"
+                }
+            );
+        }
+    }
+    out += "\npurgatories\n";
+    for name in ["produce", "fetch"] {
+        let pg = &state["purgatories"][name];
+        out += &format!(
+            "  {name}: watched {}  delayed {}  expired {}\n",
+            s(&pg["watched"]),
+            s(&pg["delayed"]),
+            s(&pg["expired"])
+        );
+        for op in pg["pending"].as_array().into_iter().flatten() {
+            out += &format!(
+                "      deadline {} ms  keys {}  {}\n",
+                s(&op["deadline_ms"]),
+                op["keys"],
+                op["description"].as_str().unwrap_or("")
+            );
+        }
+    }
+    let timer = &state["timer"];
+    out += &format!("\ntiming wheel (now {} ms)\n", s(&timer["current_time_ms"]));
+    for level in timer["levels"].as_array().into_iter().flatten() {
+        out += &format!(
+            "  level tick {} ms x {} buckets\n",
+            s(&level["tick_ms"]),
+            s(&level["wheel_size"])
+        );
+    }
+    for b in timer["buckets"].as_array().into_iter().flatten() {
+        out += &format!(
+            "    level {} slot {}: {} entr(ies), expires {} ms\n",
+            s(&b["level"]),
+            s(&b["slot"]),
+            s(&b["entries"]),
+            s(&b["expiration_ms"])
+        );
+    }
+    out += "\nembedded followers\n";
+    let followers = state["followers"].as_array().cloned().unwrap_or_default();
+    if followers.is_empty() {
+        out += "  (none)\n";
+    }
+    for f in followers {
+        out += &format!(
+            "  replica {}  {}  fetch delay {} ms  lag mode {} ms\n",
+            s(&f["replica_id"]),
+            f["state"].as_str().unwrap_or("?"),
+            s(&f["fetch_delay_ms"]),
+            s(&f["lag_ms"])
+        );
+    }
+    out
+}

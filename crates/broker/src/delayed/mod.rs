@@ -1,0 +1,71 @@
+//! Kafka's delayed operations, built on the `timewheel` purgatory.
+//!
+//! A delayed operation is a request that cannot be answered yet. It sits in a purgatory,
+//! watching one or more topic-partitions, until either its condition holds — checked each
+//! time something happens to a watched partition (`check_and_complete`) — or its timeout
+//! fires in the timing wheel. Exactly one of the two completes it, once.
+//!
+//! - [`DelayedProduce`]: an `acks=all` produce waiting for the high watermark.
+//! - [`DelayedFetch`]: a fetch waiting for `min_bytes` of data (up to the log end for a
+//!   follower, up to the high watermark for a consumer) or for `max_wait_ms`.
+//!
+//! Every operation's life is traced under the target `purgatory::purgatory`: created (what
+//! it waits for, and until when), completed (why, and how long it waited). With
+//! `RUST_LOG=purgatory=info` the story of each request can be read in the log.
+
+mod fetch;
+mod produce;
+
+pub use fetch::{DelayedFetch, FetchParams, FetchPartitionSpec};
+pub use produce::DelayedProduce;
+
+use std::net::SocketAddr;
+
+use timewheel::Timer;
+
+use crate::handlers::RequestContext;
+
+/// Tracing target for delayed-operation lifecycles.
+pub const TRACE_TARGET: &str = "purgatory::purgatory";
+
+/// Who asked, and the operation's timing: shown in logs and the state API.
+#[derive(Clone)]
+pub struct OpMeta {
+    /// `produce`, `fetch` or `follower-fetch`.
+    pub kind: &'static str,
+    /// The request's correlation id.
+    pub correlation_id: i32,
+    /// The client's `client.id`.
+    pub client_id: String,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The request's API version (to encode the response).
+    pub api_version: i16,
+    /// When it was parked (broker clock, ms).
+    pub created_ms: u64,
+    /// When its timeout fires (broker clock, ms).
+    pub deadline_ms: u64,
+    timer: Timer,
+}
+
+impl OpMeta {
+    /// Metadata for an operation created now.
+    pub fn new(ctx: &RequestContext, kind: &'static str, timer: &Timer, delay_ms: u64) -> Self {
+        let created_ms = timer.now_ms();
+        OpMeta {
+            timer: timer.clone(),
+            deadline_ms: created_ms.saturating_add(delay_ms),
+            kind,
+            correlation_id: ctx.correlation_id,
+            client_id: ctx.client_id.clone(),
+            peer: ctx.peer,
+            api_version: ctx.api_version,
+            created_ms,
+        }
+    }
+
+    /// How long the operation has waited so far, on the broker clock.
+    pub fn waited_ms(&self) -> u64 {
+        self.timer.now_ms().saturating_sub(self.created_ms)
+    }
+}

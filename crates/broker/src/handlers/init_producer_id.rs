@@ -1,0 +1,48 @@
+//! InitProducerId: hand an idempotent producer its producer id and epoch.
+//!
+//! With idempotence on (librdkafka's `enable.idempotence`, kafka-python 3's default) every
+//! batch carries (producer id, epoch, base sequence). The partition log remembers the last
+//! five batches per producer, so a retried batch is acknowledged with its original offset
+//! instead of being written twice. KIP-360 (v3+): a producer that hit an error may present
+//! its current id and epoch and get the epoch bumped. Transactions are not supported.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
+};
+
+use super::RequestContext;
+use crate::error_codes as ec;
+use crate::replica_manager::ReplicaManager;
+
+/// Handles an InitProducerId request.
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> ResponseKind {
+    let response = InitProducerIdResponse::default();
+    if req.transactional_id.is_some() {
+        return ResponseKind::InitProducerId(
+            response
+                .with_error_code(ec::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+    }
+    let result = if ctx.api_version >= 3 && req.producer_id.0 >= 0 {
+        rm.bump_producer_epoch(req.producer_id.0, req.producer_epoch)
+    } else {
+        Ok(rm.allocate_producer_id())
+    };
+    ResponseKind::InitProducerId(match result {
+        Ok((id, epoch)) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
+        Err(code) => response
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    })
+}

@@ -1,0 +1,102 @@
+//! Metadata: which brokers exist, which topics and partitions, who leads each partition,
+//! its replicas and — what makes the purgatory visible — its live ISR.
+//!
+//! This broker (id 1) leads every partition. The followers are replica ids 2, 3, ... that
+//! appear in `replica_nodes` and, while caught up, in `isr_nodes`; only the leader is listed
+//! as a broker, since clients never need to connect to a follower. Unknown topics are
+//! auto-created when the request allows it (v4+) and `auto.create.topics.enable` is on.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, MetadataRequest, MetadataResponse, ResponseKind, TopicName,
+};
+
+use super::{sb, RequestContext};
+use crate::error_codes as ec;
+use crate::replica_manager::{ReplicaManager, Topic};
+
+/// Handles a Metadata request.
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> ResponseKind {
+    let (host, port) = advertised(rm);
+    let broker = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(rm.config.broker_id))
+        .with_host(sb(&host))
+        .with_port(port);
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && ctx.api_version == 0,
+    };
+    let allow_create = ctx.api_version < 4 || req.allow_auto_topic_creation;
+    let topics = if all {
+        rm.topics().iter().map(|t| describe_topic(t)).collect()
+    } else {
+        req.topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|requested| {
+                let by_name = requested.name.as_ref().map(|n| n.0.to_string());
+                match by_name {
+                    Some(name) => match rm.get_or_auto_create(&name, allow_create) {
+                        Ok(t) => describe_topic(&t),
+                        Err(e) => MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(sb(&name))))
+                            .with_error_code(e.code),
+                    },
+                    None => match rm.topic_by_id(requested.topic_id) {
+                        Some(t) => describe_topic(&t),
+                        None => MetadataResponseTopic::default()
+                            .with_topic_id(requested.topic_id)
+                            .with_error_code(ec::UNKNOWN_TOPIC_ID),
+                    },
+                }
+            })
+            .collect()
+    };
+    ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(vec![broker])
+            .with_cluster_id(Some(sb(rm.cluster_id())))
+            .with_controller_id(BrokerId(rm.config.broker_id))
+            .with_topics(topics),
+    )
+}
+
+fn describe_topic(topic: &Topic) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let log = p.lock();
+            MetadataResponsePartition::default()
+                .with_partition_index(p.tp.partition)
+                .with_leader_id(BrokerId(log.leader_id()))
+                .with_leader_epoch(log.leader_epoch())
+                .with_replica_nodes(log.replicas().iter().map(|r| BrokerId(*r)).collect())
+                .with_isr_nodes(log.isr().into_iter().map(BrokerId).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(sb(&topic.name))))
+        .with_topic_id(topic.id)
+        .with_partitions(partitions)
+}
+
+/// The host and port clients should use.
+pub fn advertised(rm: &ReplicaManager) -> (String, i32) {
+    let port = rm
+        .config
+        .listen
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<i32>().ok())
+        .unwrap_or(9092);
+    (rm.config.advertised_host(), rm.bound_port().unwrap_or(port))
+}

@@ -1,0 +1,109 @@
+//! Request handlers, one module per Kafka API — the layout is the protocol.
+//!
+//! A handler takes the decoded request and returns a [`Reply`]: a response now, a response
+//! later (the request was parked in a purgatory and a delayed operation will answer it), or
+//! no response at all (`acks=0`). The connection keeps replies in request order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use tokio::sync::oneshot;
+
+use crate::replica_manager::ReplicaManager;
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+/// Who sent a request, for responses, logs and the state API.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's correlation id.
+    pub correlation_id: i32,
+    /// The client's `client.id`.
+    pub client_id: String,
+    /// The request's API version.
+    pub api_version: i16,
+    /// The peer address.
+    pub peer: SocketAddr,
+}
+
+/// What a handler gives back.
+pub enum Reply {
+    /// Answer now.
+    Now(Box<ResponseKind>),
+    /// Parked: a delayed operation will send the response.
+    Later(oneshot::Receiver<ResponseKind>),
+    /// No response is sent (`acks=0`).
+    Nothing,
+}
+
+impl Reply {
+    /// An immediate response.
+    pub fn now(response: ResponseKind) -> Reply {
+        Reply::Now(Box::new(response))
+    }
+}
+
+/// The APIs this broker implements and the versions it accepts: (key, min, max).
+///
+/// Chosen to cover librdkafka 2.x, kafka-python 3.x, kafkajs 2.2 and the Java client 3.x+.
+/// Produce is advertised from v0 like Kafka 4 does (older librdkafka disables compression
+/// when the minimum is above 0), but v0-2 are refused when they arrive, as Kafka 4 does.
+/// Fetch stops at v12, the last version that names topics rather than topic ids.
+pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 11),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+];
+
+/// Produce versions we advertise but refuse (Kafka 4 removed them).
+pub const PRODUCE_MIN_ACCEPTED: i16 = 3;
+
+/// The supported version range of an API, if we implement it.
+pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED_APIS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// Routes a decoded request to its handler.
+pub fn dispatch(rm: &Arc<ReplicaManager>, ctx: &RequestContext, request: RequestKind) -> Reply {
+    match request {
+        RequestKind::ApiVersions(r) => Reply::now(api_versions::handle(ctx, r)),
+        RequestKind::Metadata(r) => Reply::now(metadata::handle(rm, ctx, r)),
+        RequestKind::Produce(r) => produce::handle(rm, ctx, r),
+        RequestKind::Fetch(r) => fetch::handle(rm, ctx, r),
+        RequestKind::ListOffsets(r) => Reply::now(list_offsets::handle(rm, ctx, r)),
+        RequestKind::InitProducerId(r) => Reply::now(init_producer_id::handle(rm, ctx, r)),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            Reply::now(offset_for_leader_epoch::handle(rm, ctx, r))
+        }
+        RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
+        RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
+        RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
+        // The frontend only decodes APIs listed in SUPPORTED_APIS.
+        _ => Reply::Nothing,
+    }
+}
+
+/// Shorthand for building a `StrBytes` from a `&str`.
+pub fn sb(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}

@@ -1,0 +1,115 @@
+//! Shared test support: start a broker on an ephemeral port, drive follower replicas by
+//! hand over the wire, and wait for conditions on the broker's state.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use followersim::wire::KafkaConnection;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use purgatory::config::{BrokerConfig, ClockMode};
+use purgatory::replica_manager::ReplicaManager;
+use purgatory::Broker;
+
+/// A broker listening on 127.0.0.1 with an OS-chosen port.
+pub struct TestBroker {
+    pub broker: Broker,
+    pub addr: SocketAddr,
+}
+
+impl TestBroker {
+    pub async fn start(configure: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
+        let mut config = BrokerConfig {
+            listen: "127.0.0.1:0".into(),
+            ..BrokerConfig::default()
+        };
+        configure(&mut config);
+        let broker = Broker::start(config).await.expect("broker starts");
+        let addr = broker.local_addr();
+        TestBroker { broker, addr }
+    }
+
+    /// A broker whose clock only moves when the test advances it.
+    pub async fn start_manual(configure: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
+        Self::start(|c| {
+            c.clock = ClockMode::Manual;
+            configure(c)
+        })
+        .await
+    }
+
+    pub fn rm(&self) -> &Arc<ReplicaManager> {
+        self.broker.replica_manager()
+    }
+
+    pub fn bootstrap(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> i64 {
+        self.rm()
+            .partition(topic, partition)
+            .expect("partition exists")
+            .lock()
+            .high_watermark()
+    }
+
+    pub fn isr(&self, topic: &str, partition: i32) -> Vec<i32> {
+        self.rm()
+            .partition(topic, partition)
+            .expect("partition exists")
+            .lock()
+            .isr()
+    }
+}
+
+/// A follower replica driven step by step by the test: each `fetch` is one Fetch request
+/// with the follower's replica id, exactly what a Kafka follower sends.
+pub struct ManualFollower {
+    pub replica_id: i32,
+    conn: KafkaConnection,
+}
+
+impl ManualFollower {
+    pub async fn connect(addr: SocketAddr, replica_id: i32) -> ManualFollower {
+        let conn = KafkaConnection::connect(&addr.to_string())
+            .await
+            .expect("follower connects");
+        ManualFollower { replica_id, conn }
+    }
+
+    /// Fetches `topic`/`partition` from `offset` (= this follower's LEO), without waiting.
+    pub async fn fetch(&mut self, topic: &str, partition: i32, offset: i64) -> PartitionData {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(self.replica_id))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let response = self.conn.send(&request, 12).await.expect("fetch answered");
+        response.responses[0].partitions[0].clone()
+    }
+}
+
+/// Polls `condition` until it holds; panics with `what` after 20 s. This waits for an
+/// event, it does not assert on timing.
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        if start.elapsed() > Duration::from_secs(20) {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,64 @@
+# Shared helpers for the demo scripts: start a broker, read its state, produce with kcat.
+# Sourced, not run. Each demo exits 0 only if what it shows actually happened.
+
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PURGATORY="${PURGATORY_BIN:-$ROOT/target/release/purgatory}"
+command -v kcat >/dev/null || { echo "kcat is required (apt-get install kcat)"; exit 1; }
+[ -x "$PURGATORY" ] || (cd "$ROOT" && cargo build --release -q -p purgatory)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+say() { printf '  %s\n' "$*"; }
+ok() { printf '  \033[32mOK\033[0m %s\n' "$*"; }
+fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; echo "  broker log: $BROKER_LOG"; tail -n 30 "$BROKER_LOG" | sed 's/^/    | /'; exit 1; }
+
+# start_broker [purgatory serve flags...]: starts a broker with embedded followers on free
+# ports and waits for its admin API.
+start_broker() {
+    PORT=$(free_port); ADMIN_PORT=$(free_port)
+    BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
+    BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
+    RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "$ROOT/config/broker.toml" \
+        --listen "$BOOTSTRAP" --admin-listen "$ADMIN" "$@" >"$BROKER_LOG" 2>&1 &
+    BROKER_PID=$!
+    trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
+    for _ in $(seq 1 200); do
+        "$PURGATORY" ctl --admin "$ADMIN" state --json >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    fail "broker did not start"
+}
+
+ctl() { "$PURGATORY" ctl --admin "$ADMIN" "$@"; }
+
+# q PY_EXPR: evaluates a Python expression over the state JSON (`s`); helpers:
+# part(topic) -> the partition's state, pg(name) -> a purgatory's state.
+q() {
+    ctl state --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+def part(t, p=0): return next(x for x in s["partitions"] if x["topic"] == t and x["partition"] == p)
+def pg(n): return s["purgatories"][n]
+print(eval(sys.argv[1]))' "$1"
+}
+
+# wait_for DESCRIPTION PY_EXPR [SECONDS]: waits until the expression is True.
+wait_for() {
+    local deadline=$((SECONDS + ${3:-20}))
+    until [ "$(q "$2")" = "True" ]; do
+        [ $SECONDS -lt $deadline ] || fail "timed out waiting for: $1"
+        sleep 0.05
+    done
+}
+
+now_ms() { date +%s%3N; }
+
+# produce TOPIC MESSAGE [kcat -X options...]: one message with kcat; prints kcat's
+# delivery report; returns kcat's exit status.
+produce() {
+    local topic=$1 msg=$2; shift 2
+    local args=()
+    for x in "$@"; do args+=(-X "$x"); done
+    echo "$msg" | kcat -b "$BOOTSTRAP" -P -t "$topic" -X linger.ms=0 "${args[@]}" -v 2>&1
+}
