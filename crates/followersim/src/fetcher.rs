@@ -257,12 +257,21 @@ async fn run_session(
     };
     loop {
         if ctl.borrow().desired == Desired::Paused {
-            // Keep the connection, send nothing, until resumed. (Crash, restart and
-            // shutdown end the whole session from outside.)
-            let _ = ctl
-                .wait_for(|c| c.desired != Desired::Paused)
-                .await
-                .map(drop);
+            // Keep the connection and send no Fetch until resumed. (Crash, restart and
+            // shutdown end the whole session from outside.) Metadata is still refreshed:
+            // it does not count as progress for the leader, and it lets us report the
+            // moment the leader drops this paused follower from the ISR.
+            let due = session.metadata_due;
+            let resumed = async {
+                let _ = ctl
+                    .wait_for(|c| c.desired != Desired::Paused)
+                    .await
+                    .map(drop);
+            };
+            tokio::select! {
+                _ = resumed => {}
+                _ = sleep_until(due) => session.refresh_metadata().await?,
+            }
             continue;
         }
         if Instant::now() >= session.metadata_due {

@@ -165,8 +165,8 @@ impl FollowerHandle {
         &self.shared.config
     }
 
-    /// Stops fetching but keeps the TCP connection open. A Fetch already in flight is
-    /// finished. The leader sees this follower's LEO freeze: the HW stops at it, so every
+    /// Stops fetching but keeps the TCP connection open (it still re-reads Metadata, which
+    /// the leader does not count as progress). A Fetch already in flight is finished. The leader sees this follower's LEO freeze: the HW stops at it, so every
     /// `acks=all` produce waits, until the leader drops the follower from the ISR after
     /// `replica.lag.time.max.ms`. No effect on a crashed follower (restart it instead).
     pub fn pause(&self) {

@@ -512,6 +512,13 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
     assert_eq!(leo(&f, "demo", 0), Some(0));
     assert_eq!(leader.state.lock().open_connections, 1, "connection kept");
     assert_eq!(leader.state.lock().connections, 1);
+    // While paused it still watches Metadata, so it notices being dropped from the ISR.
+    leader.with_partition("demo", 0, |p| p.isr = vec![1, 2]);
+    wait_until("ISR change seen while paused", || {
+        !f.status().partitions[0].in_isr_seen
+    })
+    .await;
+    assert_eq!(leader.fetches().len(), before);
 
     f.resume();
     wait_until("caught up after resume", || leo(&f, "demo", 0) == Some(2)).await;
