@@ -16,7 +16,7 @@ echo "$out" | grep -qi "timed out" || fail "expected REQUEST_TIMED_OUT, kcat sai
 ok "first produce: $(echo "$out" | grep -i 'timed out' | head -1 | sed 's/^% //')"
 
 wait_for "the ISR to shrink to the leader" 'part("both")["isr"] == [1]' 15
-say "ISR shrank to $(q 'part("both")["isr"]') after ${LAG} ms without fetches"
+say "ISR shrank to $(q 'part("both")["isr"]') (replica.lag.time.max.ms = ${LAG}, no fetches)"
 leo_before=$(q 'part("both")["log_end_offset"]')
 out=$(produce both "refused" acks=all retries=0 message.timeout.ms=20000 || true)
 echo "$out" | grep -qi "not enough in-sync replicas" || fail "expected NOT_ENOUGH_REPLICAS, kcat said: $out"

@@ -56,7 +56,6 @@ def test_acks_all_waits_for_a_paused_follower(broker):
     broker.follower(3, "pause")
     try:
         future = producer.send("py-paused", b"held back")
-        producer.flush(timeout=0)
         wait_for(
             "the produce to be parked in the produce purgatory",
             lambda: broker.state()["purgatories"]["produce"]["delayed"] == 1,
