@@ -8,71 +8,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{wait_until, ManualFollower, TestBroker};
+use common::{create_topic, producer, spawn_send, wait_until, ManualFollower, TestBroker};
 use followersim::{Follower, FollowerConfig, FollowerHandle};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
-
-fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("linger.ms", "0")
-        .set("enable.idempotence", "false")
-        .set("message.timeout.ms", "60000");
-    for (k, v) in extra {
-        config.set(*k, *v);
-    }
-    config.create().expect("producer")
-}
-
-async fn create_topic(bootstrap: &str, name: &str, partitions: i32, replication: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("admin client");
-    let results = admin
-        .create_topics(
-            &[NewTopic::new(
-                name,
-                partitions,
-                TopicReplication::Fixed(replication),
-            )],
-            &AdminOptions::new(),
-        )
-        .await
-        .expect("CreateTopics answered");
-    for r in results {
-        r.expect("topic created");
-    }
-}
-
-/// Enqueues one message now (so messages keep their send order) and returns a task that
-/// resolves to its delivery report.
-fn spawn_send(
-    producer: &FutureProducer,
-    topic: &str,
-    payload: &str,
-) -> tokio::task::JoinHandle<Result<(i32, i64), KafkaError>> {
-    let delivery = producer
-        .send_result(FutureRecord::<(), _>::to(topic).payload(payload))
-        .map_err(|(e, _)| e);
-    tokio::spawn(async move {
-        let delivery = delivery?;
-        match delivery.await {
-            Ok(Ok(d)) => Ok((d.partition, d.offset)),
-            Ok(Err((e, _))) => Err(e),
-            Err(_) => Err(KafkaError::Canceled),
-        }
-    })
-}
 
 /// Reads every message of `topic`/0 from the beginning up to `count` messages.
 fn consume_all(bootstrap: &str, topic: &str, count: usize) -> Vec<(i64, String)> {

@@ -15,6 +15,11 @@ use kafka_protocol::protocol::StrBytes;
 use purgatory::config::{BrokerConfig, ClockMode};
 use purgatory::replica_manager::ReplicaManager;
 use purgatory::Broker;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 
 /// A broker listening on 127.0.0.1 with an OS-chosen port.
 pub struct TestBroker {
@@ -112,4 +117,60 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A librdkafka producer with acks=all and no batching delay; `extra` overrides.
+pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .set("enable.idempotence", "false")
+        .set("message.timeout.ms", "60000");
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    config.create().expect("producer")
+}
+
+pub async fn create_topic(bootstrap: &str, name: &str, partitions: i32, replication: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(
+                name,
+                partitions,
+                TopicReplication::Fixed(replication),
+            )],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("CreateTopics answered");
+    for r in results {
+        r.expect("topic created");
+    }
+}
+
+/// Enqueues one message now (so messages keep their send order) and returns a task that
+/// resolves to its delivery report.
+pub fn spawn_send(
+    producer: &FutureProducer,
+    topic: &str,
+    payload: &str,
+) -> tokio::task::JoinHandle<Result<(i32, i64), KafkaError>> {
+    let delivery = producer
+        .send_result(FutureRecord::<(), _>::to(topic).payload(payload))
+        .map_err(|(e, _)| e);
+    tokio::spawn(async move {
+        let delivery = delivery?;
+        match delivery.await {
+            Ok(Ok(d)) => Ok((d.partition, d.offset)),
+            Ok(Err((e, _))) => Err(e),
+            Err(_) => Err(KafkaError::Canceled),
+        }
+    })
 }
