@@ -25,6 +25,7 @@
 
 mod bucket_queue;
 mod clock;
+mod hash;
 pub mod purgatory;
 mod slab;
 pub mod snapshot;

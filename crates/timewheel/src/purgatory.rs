@@ -50,7 +50,6 @@
 //! Watcher lists live in a sharded hash map (one mutex per shard) so that requests on
 //! different keys rarely contend.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::hash::{BuildHasher, Hash};
@@ -59,8 +58,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::hash::FxBuildHasher;
 use crate::snapshot::{KeySnapshot, PendingSnapshot, PurgatorySnapshot};
-use crate::timer::{Timer, TimerHandle, TimerTask};
+use crate::timer::{Timer, TimerTask};
 
 /// A request that waits in a [`Purgatory`] until its condition is met or it times out.
 ///
@@ -114,7 +114,28 @@ const CANCELLED: u8 = 2;
 /// Number of watcher-map shards (a power of two).
 const SHARDS: usize = 16;
 
-type WatcherMap<K, Op> = HashMap<K, Vec<Arc<OpCell<K, Op>>>>;
+type WatcherMap<K, Op> = HashMap<K, Vec<Arc<OpCell<K, Op>>>, FxBuildHasher>;
+
+/// How many watcher-list entries a purge examines per lock acquisition, so that a purge of
+/// a huge list never holds up `try_complete_else_watch` on the same key for long.
+const PURGE_CHUNK: usize = 4096;
+
+/// `timeout` slot value meaning "no timeout scheduled (or already taken)".
+const NO_TIMEOUT: u64 = u64::MAX;
+
+/// A value alone on its cache line. The purgatory's counters are updated by different
+/// threads (requests add, completions and the timer driver subtract); keeping each on its
+/// own line stops one counter's traffic from slowing the others down.
+#[repr(align(64))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// An operation plus the purgatory's bookkeeping for it; the one allocation per operation.
 /// The watcher lists, the timer's wheel entry and every [`OperationHandle`] share it.
@@ -123,8 +144,9 @@ struct OpCell<K, Op> {
     /// `PENDING` until exactly one path moves it to `COMPLETED` or `CANCELLED`.
     state: AtomicU8,
     deadline_ms: u64,
-    /// The timeout's timer handle once it is scheduled; taken by whoever cancels it.
-    timeout: Mutex<Option<TimerHandle>>,
+    /// The timeout's timer handle ([`TimerHandle::key_bits`]) once it is scheduled, else
+    /// `NO_TIMEOUT`; swapped out by whoever cancels it.
+    timeout: AtomicU64,
     keys: Vec<K>,
     core: Arc<Core<K, Op>>,
 }
@@ -134,17 +156,17 @@ struct Core<K, Op> {
     name: String,
     timer: Timer,
     purge_interval: usize,
-    hasher: RandomState,
-    shards: Vec<Mutex<WatcherMap<K, Op>>>,
+    hasher: FxBuildHasher,
+    shards: Vec<Padded<Mutex<WatcherMap<K, Op>>>>,
     /// Entries in all watcher lists (Kafka's PurgatorySize).
-    watched: AtomicUsize,
+    watched: Padded<AtomicUsize>,
     /// Entries that belong to operations still pending (each counts its number of keys,
     /// from the moment it is created). `watched - live_entries` is the purgeable garbage.
-    live_entries: AtomicUsize,
+    live_entries: Padded<AtomicUsize>,
     /// Operations whose timeout sits in the timer (Kafka's NumDelayedOperations).
-    delayed: AtomicUsize,
-    expired: AtomicU64,
-    completed: AtomicU64,
+    delayed: Padded<AtomicUsize>,
+    expired: Padded<AtomicU64>,
+    completed: Padded<AtomicU64>,
     purging: AtomicBool,
     shut_down: AtomicBool,
 }
@@ -230,7 +252,7 @@ where
     fn finish(&self, to: u8) -> bool {
         let won = self
             .state
-            .compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(PENDING, to, Ordering::SeqCst, Ordering::Acquire)
             .is_ok();
         if won {
             // Its watcher-list entries are garbage from now on.
@@ -243,11 +265,9 @@ where
 
     /// Cancel the timeout if it is scheduled and still pending.
     fn cancel_timeout(&self) {
-        let handle = self.timeout.lock().take();
-        if let Some(handle) = handle {
-            if self.core.timer.cancel(handle) {
-                self.core.delayed.fetch_sub(1, Ordering::AcqRel);
-            }
+        let bits = self.timeout.swap(NO_TIMEOUT, Ordering::SeqCst);
+        if bits != NO_TIMEOUT && self.core.timer.cancel(self.core.timer.handle_from_bits(bits)) {
+            self.core.delayed.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -320,24 +340,31 @@ where
 {
     fn shard(&self, key: &K) -> &Mutex<WatcherMap<K, Op>> {
         let hash = self.hasher.hash_one(key) as usize;
-        &self.shards[hash & (SHARDS - 1)]
+        &self.shards[hash & (SHARDS - 1)].0
     }
 
     /// Add the operation to every key's watcher list. False if the purgatory has been shut
     /// down (checked under each shard lock, so a concurrent shutdown cannot miss it).
     fn watch(&self, cell: &Arc<OpCell<K, Op>>) -> bool {
+        let mut added = 0;
+        let mut all = true;
         for key in &cell.keys {
             let mut shard = self.shard(key).lock();
             if self.shut_down.load(Ordering::Acquire) {
-                return false;
+                all = false;
+                break;
             }
             shard.entry(key.clone()).or_default().push(cell.clone());
-            self.watched.fetch_add(1, Ordering::AcqRel);
+            added += 1;
         }
-        true
+        self.watched.fetch_add(added, Ordering::AcqRel);
+        all
     }
 
     /// Purge all watcher lists if the garbage in them is large enough; see the module docs.
+    ///
+    /// Runs on the thread whose completion tipped the balance, one chunk of one list per
+    /// lock acquisition, so that requests watching the same keys wait at most one chunk.
     fn maybe_purge(&self) {
         let watched = self.watched.load(Ordering::Acquire);
         let garbage = watched.saturating_sub(self.live_entries.load(Ordering::Acquire));
@@ -348,21 +375,47 @@ where
             return; // someone else is purging
         }
         for shard in &self.shards {
-            let mut dropped = Vec::new();
-            {
-                let mut map = shard.lock();
-                map.retain(|_, list| {
-                    let before = list.len();
-                    retain_pending(list, &mut dropped);
-                    self.watched
-                        .fetch_sub(before - list.len(), Ordering::AcqRel);
-                    !list.is_empty()
-                });
+            let keys: Vec<K> = shard.lock().keys().cloned().collect();
+            for key in keys {
+                self.purge_key(shard, &key);
             }
-            // Dropping the last reference runs the operation's destructor: no lock held.
-            drop(dropped);
         }
         self.purging.store(false, Ordering::Release);
+    }
+
+    /// Drop completed operations from one key's list, a chunk at a time; remove the key if
+    /// nothing is left. Between chunks other threads may append or remove entries, which at
+    /// worst makes this purge skip or re-examine a few: it never drops a pending operation.
+    fn purge_key(&self, shard: &Mutex<WatcherMap<K, Op>>, key: &K) {
+        let mut at = 0;
+        loop {
+            let mut dropped = Vec::new();
+            let done = {
+                let mut map = shard.lock();
+                let Some(list) = map.get_mut(key) else {
+                    return;
+                };
+                let end = (at + PURGE_CHUNK).min(list.len());
+                while at < end.min(list.len()) {
+                    if list[at].is_pending() {
+                        at += 1;
+                    } else {
+                        dropped.push(list.swap_remove(at));
+                    }
+                }
+                self.watched.fetch_sub(dropped.len(), Ordering::AcqRel);
+                let done = at >= list.len();
+                if list.is_empty() {
+                    map.remove(key);
+                }
+                done
+            };
+            // Dropping the last reference runs the operation's destructor: no lock held.
+            drop(dropped);
+            if done {
+                return;
+            }
+        }
     }
 }
 
@@ -427,13 +480,15 @@ where
                 name: name.to_string(),
                 timer,
                 purge_interval: config.purge_interval,
-                hasher: RandomState::new(),
-                shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-                watched: AtomicUsize::new(0),
-                live_entries: AtomicUsize::new(0),
-                delayed: AtomicUsize::new(0),
-                expired: AtomicU64::new(0),
-                completed: AtomicU64::new(0),
+                hasher: FxBuildHasher::default(),
+                shards: (0..SHARDS)
+                    .map(|_| Padded(Mutex::new(HashMap::default())))
+                    .collect(),
+                watched: Padded::default(),
+                live_entries: Padded::default(),
+                delayed: Padded::default(),
+                expired: Padded::default(),
+                completed: Padded::default(),
                 purging: AtomicBool::new(false),
                 shut_down: AtomicBool::new(false),
             }),
@@ -483,7 +538,7 @@ where
             op,
             state: AtomicU8::new(PENDING),
             deadline_ms: core.timer.deadline_after(delay),
-            timeout: Mutex::new(None),
+            timeout: AtomicU64::new(NO_TIMEOUT),
             keys,
             core: core.clone(),
         });
@@ -505,16 +560,13 @@ where
 
         core.delayed.fetch_add(1, Ordering::AcqRel);
         let timeout = core.timer.schedule_task(cell.deadline_ms, cell.clone());
-        let mut slot = cell.timeout.lock();
-        if cell.is_pending() {
-            *slot = Some(timeout);
-        } else {
-            // Completed (or cancelled) while we scheduled: whoever did it found no timeout
-            // to cancel, so cancel it here.
-            drop(slot);
-            if core.timer.cancel(timeout) {
-                core.delayed.fetch_sub(1, Ordering::AcqRel);
-            }
+        // Publish the handle, then look at the state (both sequentially consistent, as are
+        // the completing side's state change and swap): either a completer that ran
+        // meanwhile finds the handle, or we see its completion and cancel here. Whoever
+        // swaps the handle out cancels it.
+        cell.timeout.store(timeout.key_bits(), Ordering::SeqCst);
+        if cell.state.load(Ordering::SeqCst) != PENDING {
+            cell.cancel_timeout();
         }
         handle
     }

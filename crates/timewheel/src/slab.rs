@@ -12,14 +12,25 @@
 //!   has grown to the high-water mark of pending timers;
 //! * **slot reuse**: a freed slot goes on a free list (LIFO, so the next insert reuses the
 //!   slot that is still warm in the cache);
-//! * **generation tags**: every slot carries a generation counter that is bumped when the
-//!   slot is freed. A [`Key`] remembers the generation it was issued with, so a stale key
-//!   (its timer already fired or was cancelled, the slot perhaps reused) is recognised and
-//!   refused instead of cancelling some unrelated timer.
+//! * **stale-key detection**: every entry records its insertion number (`seq`), and a
+//!   [`Key`] carries the low 32 bits of it. A key whose timer already fired or was
+//!   cancelled (its slot perhaps reused by a later timer) no longer matches and is refused
+//!   instead of cancelling an unrelated timer. A mix-up would need the slot to be reused by
+//!   a timer inserted exactly a multiple of 2^32 insertions later while the old key is
+//!   still held.
+//!
+//! Entries are aligned to 32 bytes, so that one never straddles two cache lines: with a
+//! payload of up to 4 bytes an entry is exactly 32 bytes (two per cache line), with a
+//! 16-byte payload such as `Arc<dyn TimerTask>` it is 64. Cancelling a random timer among
+//! millions costs a cache miss on its entry and on its two neighbours; a straddling entry
+//! would add a third.
 //!
 //! Invariants (checked by the unit tests and, in debug builds, by `debug_assert!`):
-//! * an occupied slot has `value: Some(_)` and is linked in exactly one list;
-//! * a vacant slot has `value: None`; its `next` field links the free list;
+//! * an occupied slot has `value: Some(_)` and is linked in exactly one list, except
+//!   transiently while its owner moves it;
+//! * a vacant slot has `value: None`; it is either on the free list (its `next` field links
+//!   the free list) or *vacated but still linked*, waiting for its owner to unlink and
+//!   release it (the wheel defers the unlinking of cancelled timers, see `wheel.rs`);
 //! * `len` is the number of occupied slots.
 //!
 //! Costs: `insert` amortised O(1) (the `Vec` doubles when full), `free` O(1), list
@@ -28,32 +39,30 @@
 /// The "null" index: end of a list, or "not linked".
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// A handle to one occupied slot: its index plus the generation it was issued with.
+/// Names one timer in a [`TimingWheel`](crate::TimingWheel): its slot index plus a stamp
+/// (the low bits of its insertion number).
 ///
-/// Keys are `Copy` and cheap; a key whose timer is gone is *stale* and every operation on
-/// it is a harmless no-op.
+/// Keys are `Copy` and 8 bytes; a key whose timer is gone is *stale* and every operation
+/// on it is a harmless no-op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     pub(crate) index: u32,
-    pub(crate) generation: u32,
+    pub(crate) stamp: u32,
 }
 
-/// One slot of the slab.
-///
-/// The field order keeps the entry compact: with an 8-byte payload it is 40 bytes, with a
-/// 16-byte payload (`Arc<dyn TimerTask>`, what the [`Timer`](crate::Timer) stores) 48.
+/// One slot of the slab: 32 bytes for a payload of up to 4 bytes (or one with a niche,
+/// like `Option<NonZeroU32>`), 64 for a 16-byte payload such as `Arc<dyn TimerTask>`.
+#[repr(align(32))]
 pub(crate) struct Entry<T> {
     /// When the timer is due, in milliseconds on the wheel's clock.
     pub(crate) deadline: u64,
-    /// Insertion sequence number: breaks ties between timers with the same deadline so
-    /// that they fire in insertion order.
+    /// Insertion number: breaks ties between timers with the same deadline (they fire in
+    /// insertion order), and its low 32 bits are the [`Key`] stamp.
     pub(crate) seq: u64,
     /// Previous entry in the same list, or [`NIL`].
     pub(crate) prev: u32,
     /// Next entry in the same list (or in the free list when vacant), or [`NIL`].
     pub(crate) next: u32,
-    /// Bumped every time the slot is freed; see [`Key`].
-    pub(crate) generation: u32,
     /// Which list the entry is linked in (the owner decides what the ids mean).
     pub(crate) list: u32,
     /// The payload; `None` while the slot is vacant.
@@ -92,8 +101,10 @@ pub(crate) struct Slab<T> {
 impl<T> Slab<T> {
     /// An empty slab with room for `capacity` entries before it reallocates.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
+        let entries = Vec::with_capacity(capacity);
+        advise_huge_pages(&entries);
         Slab {
-            entries: Vec::with_capacity(capacity),
+            entries,
             free_head: NIL,
             len: 0,
         }
@@ -111,6 +122,7 @@ impl<T> Slab<T> {
 
     /// Store a value in a free slot (reusing the most recently freed one) and return its key.
     /// The entry is not linked in any list yet.
+    #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, seq: u64, value: T) -> Key {
         self.len += 1;
         if self.free_head != NIL {
@@ -129,54 +141,96 @@ impl<T> Slab<T> {
             entry.value = Some(value);
             Key {
                 index,
-                generation: entry.generation,
+                stamp: seq as u32,
             }
         } else {
             let index = u32::try_from(self.entries.len())
                 .ok()
                 .filter(|&i| i != NIL)
                 .expect("timing wheel holds at most u32::MAX - 1 timers");
+            if self.entries.len() == self.entries.capacity() {
+                self.grow();
+            }
             self.entries.push(Entry {
                 deadline,
                 seq,
                 prev: NIL,
                 next: NIL,
-                generation: 0,
                 list: NIL,
                 value: Some(value),
             });
             Key {
                 index,
-                generation: 0,
+                stamp: seq as u32,
             }
         }
     }
 
-    /// The slot's index if `key` still names an occupied slot of its generation.
-    pub(crate) fn resolve(&self, key: Key) -> Option<u32> {
-        let entry = self.entries.get(key.index as usize)?;
-        (entry.generation == key.generation && entry.value.is_some()).then_some(key.index)
+    /// Double the capacity (at least 64 slots), advising huge pages for the new buffer.
+    #[cold]
+    fn grow(&mut self) {
+        self.entries.reserve_exact(self.entries.capacity().max(64));
+        advise_huge_pages(&self.entries);
     }
 
-    /// Shared access to an occupied slot.
+    /// The slot's index if `key` still names the timer it was issued for.
+    #[inline]
+    pub(crate) fn resolve(&self, key: Key) -> Option<u32> {
+        let entry = self.entries.get(key.index as usize)?;
+        (entry.seq as u32 == key.stamp && entry.value.is_some()).then_some(key.index)
+    }
+
+    /// Shared access to a slot.
+    #[inline]
     pub(crate) fn entry(&self, index: u32) -> &Entry<T> {
         &self.entries[index as usize]
     }
 
     /// Free an occupied slot that has already been unlinked, returning its value.
-    /// Bumps the generation so that outstanding keys become stale.
+    /// Outstanding keys become stale (the slot is vacant, and a later occupant has another
+    /// insertion number).
+    #[inline]
     pub(crate) fn free(&mut self, index: u32) -> T {
-        let entry = &mut self.entries[index as usize];
-        debug_assert_eq!(entry.list, NIL, "freeing a slot that is still linked");
-        let value = entry.value.take().expect("freeing a vacant slot");
-        entry.generation = entry.generation.wrapping_add(1);
-        entry.next = self.free_head;
-        self.free_head = index;
-        self.len -= 1;
+        let value = self.vacate(index);
+        self.release(index);
         value
     }
 
+    /// Take the value out of an occupied slot that may still be linked (a cancelled timer
+    /// whose unlinking is deferred). Outstanding keys become stale at once; the slot must
+    /// be unlinked and [`release`](Slab::release)d later.
+    #[inline]
+    pub(crate) fn vacate(&mut self, index: u32) -> T {
+        self.len -= 1;
+        self.entries[index as usize]
+            .value
+            .take()
+            .expect("vacating a vacant slot")
+    }
+
+    /// Put a vacant, unlinked slot on the free list.
+    #[inline]
+    pub(crate) fn release(&mut self, index: u32) {
+        let entry = &mut self.entries[index as usize];
+        debug_assert_eq!(entry.list, NIL, "releasing a slot that is still linked");
+        debug_assert!(entry.value.is_none(), "releasing an occupied slot");
+        entry.next = self.free_head;
+        self.free_head = index;
+    }
+
+    /// Read one field of the slot at `index` (if any) so that its cache line is on its
+    /// way; see the wheel's deferred unlinking. Returns something to fold into a
+    /// `black_box` so that the read is not optimised away.
+    #[inline]
+    pub(crate) fn touch(&self, index: u32) -> u64 {
+        match self.entries.get(index as usize) {
+            Some(entry) => entry.seq,
+            None => 0,
+        }
+    }
+
     /// Append an occupied, unlinked slot at the tail of `list`, whose id is `list_id`.
+    #[inline]
     pub(crate) fn push_back(&mut self, list: &mut List, list_id: u32, index: u32) {
         let tail = list.tail;
         {
@@ -195,6 +249,7 @@ impl<T> Slab<T> {
     }
 
     /// Unlink a slot from `list` (which must be the list it is in). O(1).
+    #[inline]
     pub(crate) fn unlink(&mut self, list: &mut List, index: u32) {
         let (prev, next) = {
             let entry = &mut self.entries[index as usize];
@@ -236,6 +291,37 @@ impl<T> Slab<T> {
     }
 }
 
+/// Ask Linux to back a large slab with transparent huge pages.
+///
+/// Cancelling one timer among millions touches a random entry: with 4 KiB pages nearly
+/// every such access also misses the TLB, and under virtualisation a TLB miss is a long
+/// two-dimensional page walk. With 2 MiB pages the page tables of even a 64 MiB slab stay
+/// cached. This is only advice (the kernel may ignore it, and does when THP is disabled);
+/// slabs under 4 MiB are left alone.
+fn advise_huge_pages<T>(entries: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = entries.capacity() * std::mem::size_of::<T>();
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = entries.as_ptr() as usize;
+        let end = start + bytes;
+        let first = (start + HUGE - 1) & !(HUGE - 1);
+        if first < end {
+            // SAFETY: the range lies inside this Vec's own allocation and is page
+            // aligned; MADV_HUGEPAGE changes neither the contents nor the validity of the
+            // memory, only how the kernel backs it. Errors are ignored: it is advice.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = entries;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,13 +360,23 @@ mod tests {
         assert_eq!(slab.len(), 1);
 
         // The stale key no longer resolves; the freed slot is reused (LIFO) with a new
-        // generation.
+        // stamp.
         assert_eq!(slab.resolve(keys[3]), None);
         let k = slab.insert(0, 9, 9);
         assert_eq!(k.index, keys[3].index);
-        assert_ne!(k.generation, keys[3].generation);
+        assert_ne!(k.stamp, keys[3].stamp);
         assert_eq!(slab.resolve(k), Some(k.index));
         assert_eq!(slab.resolve(keys[3]), None);
+    }
+
+    #[test]
+    fn entries_never_straddle_cache_lines() {
+        use std::mem::{align_of, size_of};
+        use std::num::NonZeroU32;
+        use std::sync::Arc;
+        assert_eq!(size_of::<Entry<NonZeroU32>>(), 32);
+        assert_eq!(size_of::<Entry<Arc<dyn Fn() + Send + Sync>>>(), 64);
+        assert_eq!(align_of::<Entry<u8>>(), 32);
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl<F: FnOnce() + Send + 'static> TimerTask for ClosureTask<F> {
 
 /// Identifies one scheduled timer, for [`Timer::cancel`].
 ///
-/// Handles are generation-tagged: once the timer has fired or been cancelled (and its slot
+/// Handles are stamped with the timer's insertion number: once the timer has fired or been cancelled (and its slot
 /// perhaps reused by another timer) the handle is stale and cancelling it returns `false`.
 /// A handle from one timer is refused by another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,13 +94,18 @@ pub struct TimerHandle {
 }
 
 impl TimerHandle {
+    /// The handle packed in 64 bits, without the timer id (for an `AtomicU64` slot).
+    pub(crate) fn key_bits(self) -> u64 {
+        ((self.key.index as u64) << 32) | self.key.stamp as u64
+    }
+
     /// A handle that names no timer (what scheduling on a shut-down timer returns).
     fn dead(timer: u32) -> TimerHandle {
         TimerHandle {
             timer,
             key: Key {
                 index: u32::MAX,
-                generation: 0,
+                stamp: 0,
             },
         }
     }
@@ -270,10 +275,10 @@ impl Timer {
             return TimerHandle::dead(shared.id);
         }
         let key = state.wheel.insert(deadline_ms, task);
-        // Wake the driver if this timer makes its next wake-up earlier. Clearing
+        // Wake the driver if this timer needs it earlier than it planned to wake. Clearing
         // `sleeping_until` means later schedules do not wake it again before it has looked.
-        if let Some(next) = state.wheel.next_expiration() {
-            if next < state.sleeping_until {
+        if let Some(wake) = state.wheel.wake_time(key) {
+            if wake < state.sleeping_until {
                 state.sleeping_until = AWAKE;
                 shared.wakeup.notify_one();
             }
@@ -294,6 +299,17 @@ impl Timer {
         }
         let removed = shared.state.lock().wheel.remove(handle.key);
         removed.is_some()
+    }
+
+    /// The handle of this timer whose [`key_bits`](TimerHandle::key_bits) are `bits`.
+    pub(crate) fn handle_from_bits(&self, bits: u64) -> TimerHandle {
+        TimerHandle {
+            timer: self.shared().id,
+            key: Key {
+                index: (bits >> 32) as u32,
+                stamp: bits as u32,
+            },
+        }
     }
 
     /// True if the timer behind `handle` is still pending.
@@ -357,7 +373,7 @@ impl Timer {
     /// A read-only picture of the wheel: clock, levels, non-empty buckets.
     pub fn snapshot(&self) -> WheelSnapshot {
         let shared = self.shared();
-        let state = shared.state.lock();
+        let mut state = shared.state.lock();
         state.wheel.snapshot(shared.clock.now_ms())
     }
 

@@ -47,14 +47,32 @@
 //! # Costs
 //!
 //! * `insert`: O(levels) comparisons (levels is ~log(max delay) / log(wheel_size), 4 for a
-//!   160 s delay with the defaults), one division, an O(1) list append, and an O(log B)
+//!   160 s delay with the defaults), one 32-bit division (none on level 0 with a 1 ms
+//!   tick), an O(1) list append, and an O(log B)
 //!   queue push when the bucket was empty (B = number of non-empty buckets, a few
 //!   hundred at most). No allocation once the slab has grown.
-//! * `remove` (cancel): O(1) unlink, O(log B) queue removal when the bucket empties.
+//! * `remove` (cancel): O(1): the value is taken out at once (the timer can never fire
+//!   and its key is stale), while the unlinking from the bucket list is deferred and done
+//!   in batches of [`SETTLE_BATCH`]; see below.
 //! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired; every
 //!   entry is moved at most once per level.
-//! * memory: one slab entry per pending timer (40 bytes with an 8-byte payload) plus
+//! * memory: one slab entry per pending timer (32 bytes with a payload of up to 4 bytes,
+//!   64 with a 16-byte one such as `Arc<dyn TimerTask>`) plus
 //!   `wheel_size` small bucket headers per level.
+//!
+//! # Deferred unlinking
+//!
+//! Unlinking an entry from a doubly linked list writes to its two neighbours. With
+//! millions of pending timers those neighbours are random places in memory, so a cancel
+//! costs three cache misses (entry, previous, next), and the processor cannot overlap
+//! them with the next operation's misses for long because the stores queue up behind
+//! them. So `remove` only vacates the entry (one miss) and records its index; every
+//! [`SETTLE_BATCH`] cancels (and before anything that walks buckets: advancing, draining,
+//! snapshots, [`next_expiration`](TimingWheel::next_expiration)) the batch is *settled*:
+//! one pass reads all the neighbours (independent loads, so their misses overlap), a
+//! second pass unlinks and frees the slots, and buckets left empty leave the bucket
+//! queue. A cancelled timer therefore never fires; its slot is reused within
+//! `SETTLE_BATCH` cancels, and the slab holds at most `SETTLE_BATCH` extra slots.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -69,6 +87,9 @@ pub const MAX_DEADLINE_MS: u64 = 1 << 62;
 
 /// List id of the due list (bucket ids are `level * wheel_size + slot`, far below this).
 const DUE: u32 = NIL - 1;
+
+/// How many cancelled entries wait before their unlinking is done in one batch.
+pub const SETTLE_BATCH: usize = 64;
 
 /// A timer that has fired: its deadline and its payload.
 #[derive(Debug)]
@@ -154,6 +175,33 @@ pub struct TimingWheel<T> {
     next_seq: u64,
     /// The time last advanced to (not rounded): deadlines at or before it are due.
     now: u64,
+    /// Cancelled entries, vacated but still linked, waiting to be unlinked in a batch.
+    unsettled: Vec<u32>,
+    /// The bucket the last placement chose, valid until the time moves; see `place`.
+    last: LastBucket,
+}
+
+/// A remembered placement: every expiration in `lo..hi` belongs in bucket `id`.
+///
+/// Timers with the same timeout, scheduled close together, land in the same bucket, so
+/// remembering the last choice skips the level search and the division for most inserts.
+/// The range is the bucket's span clipped to the expirations its level is the finest for;
+/// it is only valid while the wheel's time stands still (`lo > hi` marks it invalid).
+#[derive(Clone, Copy, Debug)]
+struct LastBucket {
+    lo: u64,
+    hi: u64,
+    id: u32,
+    expiration: u64,
+}
+
+impl LastBucket {
+    const INVALID: LastBucket = LastBucket {
+        lo: 1,
+        hi: 0,
+        id: 0,
+        expiration: 0,
+    };
 }
 
 impl<T> TimingWheel<T> {
@@ -177,9 +225,16 @@ impl<T> TimingWheel<T> {
             buckets: Vec::new(),
             due: List::EMPTY,
             queue: BucketQueue::default(),
-            slab: Slab::with_capacity(capacity),
+            // Room for the cancelled entries that wait to be unlinked, too.
+            slab: Slab::with_capacity(if capacity == 0 {
+                0
+            } else {
+                capacity + SETTLE_BATCH
+            }),
             next_seq: 0,
             now: start_ms.min(MAX_DEADLINE_MS),
+            unsettled: Vec::with_capacity(SETTLE_BATCH),
+            last: LastBucket::INVALID,
         };
         wheel.add_level(tick_ms, wheel.now);
         wheel
@@ -234,8 +289,10 @@ impl<T> TimingWheel<T> {
     /// else the earliest non-empty bucket's expiration; `None` if nothing is pending.
     ///
     /// That is the instant a driver should sleep until. It may be a higher-level bucket
-    /// whose flush only cascades entries without firing any. O(1).
-    pub fn next_expiration(&self) -> Option<u64> {
+    /// whose flush only cascades entries without firing any. O(1) after settling the
+    /// pending cancellations (which may empty buckets).
+    pub fn next_expiration(&mut self) -> Option<u64> {
+        self.settle();
         if !self.due.is_empty() {
             Some(self.now)
         } else {
@@ -247,6 +304,7 @@ impl<T> TimingWheel<T> {
     ///
     /// A deadline at or before [`now`](Self::now) is already due: the value is handed out by
     /// the next [`advance_to`](Self::advance_to), whatever time it advances to.
+    #[inline]
     pub fn insert(&mut self, deadline_ms: u64, value: T) -> Key {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
         let seq = self.next_seq;
@@ -257,20 +315,63 @@ impl<T> TimingWheel<T> {
     }
 
     /// Cancel a pending timer, returning its value; `None` if the key is stale (the timer
-    /// already fired, was cancelled, or the slot now belongs to another timer). O(1).
+    /// already fired, was cancelled, or the slot now belongs to another timer). O(1): the
+    /// unlinking is deferred, see the [module documentation](self).
+    #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let index = self.slab.resolve(key)?;
-        let list = self.slab.entry(index).list;
-        if list == DUE {
-            self.slab.unlink(&mut self.due, index);
-        } else {
-            let bucket = &mut self.buckets[list as usize];
-            self.slab.unlink(&mut bucket.list, index);
-            if bucket.list.is_empty() {
-                self.queue.remove(list);
-            }
+        let value = self.slab.vacate(index);
+        self.unsettled.push(index);
+        if self.unsettled.len() >= SETTLE_BATCH {
+            self.settle();
         }
-        Some(self.slab.free(index))
+        Some(value)
+    }
+
+    /// When the wheel must next be advanced for this timer: `now` if it is already due,
+    /// else the expiration of the bucket it sits in (possibly a coarse bucket that will
+    /// only cascade it). `None` if the key is stale. A driver that sleeps past this would
+    /// be late. O(1).
+    pub fn wake_time(&self, key: Key) -> Option<u64> {
+        let index = self.slab.resolve(key)?;
+        let list = self.slab.entry(index).list;
+        Some(if list == DUE {
+            self.now
+        } else {
+            self.buckets[list as usize].expiration
+        })
+    }
+
+    /// Unlink and free every cancelled entry that is waiting for it.
+    #[inline(never)]
+    fn settle(&mut self) {
+        if self.unsettled.is_empty() {
+            return;
+        }
+        // Pass 1: read every neighbour. These loads do not depend on one another, so their
+        // cache misses overlap instead of queueing behind each other's stores.
+        let mut touched = 0;
+        for &index in &self.unsettled {
+            let entry = self.slab.entry(index);
+            touched ^= self.slab.touch(entry.prev) ^ self.slab.touch(entry.next);
+        }
+        std::hint::black_box(touched);
+        // Pass 2: unlink and release.
+        for k in 0..self.unsettled.len() {
+            let index = self.unsettled[k];
+            let list = self.slab.entry(index).list;
+            if list == DUE {
+                self.slab.unlink(&mut self.due, index);
+            } else {
+                let bucket = &mut self.buckets[list as usize];
+                self.slab.unlink(&mut bucket.list, index);
+                if bucket.list.is_empty() {
+                    self.queue.remove(list);
+                }
+            }
+            self.slab.release(index);
+        }
+        self.unsettled.clear();
     }
 
     /// True if `key` names a pending timer.
@@ -292,6 +393,7 @@ impl<T> TimingWheel<T> {
     /// bucket's expiration, then to `now_ms`. Moving backwards is ignored (only the due list
     /// is drained).
     pub fn advance_to(&mut self, now_ms: u64, out: &mut Vec<Expired<T>>) -> usize {
+        self.settle();
         let now = now_ms.min(MAX_DEADLINE_MS);
         let start = out.len();
         loop {
@@ -312,6 +414,7 @@ impl<T> TimingWheel<T> {
 
     /// Remove every pending timer, returning the values (for shutdown). The clock stays.
     pub fn drain(&mut self) -> Vec<T> {
+        self.settle();
         let mut out = Vec::with_capacity(self.len());
         let mut lists = vec![self.due];
         self.due = List::EMPTY;
@@ -330,8 +433,10 @@ impl<T> TimingWheel<T> {
         out
     }
 
-    /// A read-only picture of the levels and non-empty buckets. O(levels + B log B).
-    pub fn snapshot(&self, now_ms: u64) -> WheelSnapshot {
+    /// A picture of the levels and non-empty buckets (after settling pending
+    /// cancellations, hence `&mut`). O(levels + B log B).
+    pub fn snapshot(&mut self, now_ms: u64) -> WheelSnapshot {
+        self.settle();
         let levels = self
             .levels
             .iter()
@@ -366,6 +471,7 @@ impl<T> TimingWheel<T> {
     }
 
     /// File an unlinked entry: into the due list, or into the finest level that covers it.
+    #[inline]
     fn place(&mut self, index: u32) {
         let deadline = self.slab.entry(index).deadline;
         if deadline <= self.now {
@@ -374,12 +480,33 @@ impl<T> TimingWheel<T> {
         }
         // Round up to the tick so that the entry never fires before its deadline. Since
         // deadline > now >= current, the expiration is at least one tick past `current`.
-        let expiration = deadline.div_ceil(self.tick_ms) * self.tick_ms;
+        let expiration = if self.tick_ms == 1 {
+            deadline
+        } else {
+            deadline.div_ceil(self.tick_ms) * self.tick_ms
+        };
+        let last = self.last;
+        let (id, bucket_expiration) = if last.lo <= expiration && expiration < last.hi {
+            (last.id, last.expiration)
+        } else {
+            self.find_bucket(expiration)
+        };
+        let bucket = &mut self.buckets[id as usize];
+        if bucket.list.is_empty() {
+            bucket.expiration = bucket_expiration;
+            self.queue.push(id, bucket_expiration);
+        }
+        debug_assert_eq!(bucket.expiration, bucket_expiration, "bucket holds two rounds");
+        self.slab.push_back(&mut bucket.list, id, index);
+    }
+
+    /// The bucket (id and expiration) for an expiration past the current tick: the finest
+    /// level that covers it, creating overflow levels as needed. Remembers the choice in
+    /// `self.last`.
+    #[inline(never)]
+    fn find_bucket(&mut self, expiration: u64) -> (u32, u64) {
         let mut level = 0;
-        while expiration
-            >= self.levels[level]
-                .current
-                .saturating_add(self.levels[level].interval)
+        while expiration >= self.levels[level].current.saturating_add(self.levels[level].interval)
         {
             level += 1;
             if level == self.levels.len() {
@@ -388,21 +515,40 @@ impl<T> TimingWheel<T> {
             }
         }
         let l = &self.levels[level];
-        let vid = expiration / l.tick;
-        // current_vid <= vid < current_vid + wheel_size, so the slot is an offset from the
-        // current one (saving a second division).
-        let mut slot = l.current_slot + (vid - l.current_vid);
+        // How many buckets ahead of the current one: 1..wheel_size. `current` is a multiple
+        // of `tick`, so this is `expiration / tick - current_vid`. The 32-bit division is the
+        // common case and is cheaper than a 64-bit one.
+        let offset = expiration - l.current;
+        let ahead = if l.tick == 1 {
+            offset
+        } else if offset <= u32::MAX as u64 && l.tick <= u32::MAX as u64 {
+            (offset as u32 / l.tick as u32) as u64
+        } else {
+            offset / l.tick
+        };
+        let mut slot = l.current_slot + ahead;
         if slot >= self.wheel_size {
             slot -= self.wheel_size;
         }
-        let id = level as u64 * self.wheel_size + slot;
-        let bucket = &mut self.buckets[id as usize];
-        if bucket.list.is_empty() {
-            bucket.expiration = vid * l.tick;
-            self.queue.push(id as u32, bucket.expiration);
-        }
-        debug_assert_eq!(bucket.expiration, vid * l.tick, "bucket holds two rounds");
-        self.slab.push_back(&mut bucket.list, id as u32, index);
+        let bucket_expiration = l.current + ahead * l.tick;
+        let id = (level as u64 * self.wheel_size + slot) as u32;
+        // Expirations below the level's limit that the level below does not cover.
+        let finer_limit = match level {
+            0 => 0,
+            _ => {
+                let below = &self.levels[level - 1];
+                below.current.saturating_add(below.interval)
+            }
+        };
+        self.last = LastBucket {
+            lo: bucket_expiration.max(finer_limit),
+            hi: bucket_expiration
+                .saturating_add(l.tick)
+                .min(l.current.saturating_add(l.interval)),
+            id,
+            expiration: bucket_expiration,
+        };
+        (id, bucket_expiration)
     }
 
     /// Re-place every entry of a bucket whose expiration has come.
@@ -435,6 +581,9 @@ impl<T> TimingWheel<T> {
 
     /// Move every level's clock forward to `now` (never backwards).
     fn set_time(&mut self, now: u64) {
+        if now > self.now {
+            self.last = LastBucket::INVALID;
+        }
         self.now = self.now.max(now);
         if now >= self.levels[0].current + self.tick_ms {
             for level in &mut self.levels {

@@ -1,0 +1,107 @@
+//! `churn --pending P --ops M --cancel random|fifo`: steady state of a busy purgatory.
+//!
+//! P timers pending (delays uniform in [1, 30000) ms); then M times: cancel one pending
+//! timer (a uniformly random one, or the oldest) and add a new one of 30000 ms, the way
+//! requests complete early and new ones arrive. Time does not move. Reports nanoseconds per
+//! cancel+add pair and live bytes per pending timer.
+
+use std::num::NonZeroU32;
+use std::time::Instant;
+
+use timewheel::TimingWheel;
+
+use crate::alloc::live_bytes;
+use crate::workloads::add_cancel::id;
+use crate::heap::HeapTimer;
+use crate::impls::{in_tokio, SharedTimer, TimerImpl, TokioDelayQueue};
+use crate::rng::SplitMix;
+use crate::{print_ratios, Flags, Report};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    Random,
+    Fifo,
+}
+
+/// Run the workload for every implementation.
+pub fn run(flags: &Flags) -> Result<(), String> {
+    let pending: usize = flags.num("pending", 1_000_000)?;
+    let ops: usize = flags.num("ops", 2_000_000)?;
+    let seed: u64 = flags.num("seed", 42)?;
+    let victim = match flags.text("cancel", "random").as_str() {
+        "random" => Victim::Random,
+        "fifo" => Victim::Fifo,
+        other => return Err(format!("--cancel must be random or fifo, not {other:?}")),
+    };
+    if pending == 0 || ops == 0 {
+        return Err("--pending and --ops must be positive".into());
+    }
+    let mut reports = Vec::new();
+    if flags.wants("timewheel") {
+        reports.push(measure::<TimingWheel<NonZeroU32>>(pending, ops, victim, seed));
+    }
+    if flags.wants("timewheel-timer") {
+        reports.push(measure::<SharedTimer>(pending, ops, victim, seed));
+    }
+    if flags.wants("binary-heap") {
+        reports.push(measure::<HeapTimer<NonZeroU32>>(pending, ops, victim, seed));
+    }
+    if flags.wants("delay-queue") {
+        reports.push(in_tokio(|| {
+            measure::<TokioDelayQueue>(pending, ops, victim, seed)
+        }));
+    }
+    for r in &reports {
+        r.print();
+    }
+    print_ratios(&reports, &["ns_per_op"]);
+    Ok(())
+}
+
+fn measure<I: TimerImpl>(pending: usize, ops: usize, victim: Victim, seed: u64) -> Report {
+    let mut rng = SplitMix::new(seed);
+    let mut handles: Vec<I::Handle> = Vec::with_capacity(pending);
+    let before = live_bytes();
+    let mut timer = I::with_capacity(pending);
+    for i in 0..pending {
+        handles.push(timer.add(rng.range(1, 30_000), id(i)));
+    }
+    let bytes = live_bytes().saturating_sub(before) as f64 / pending as f64;
+
+    let mut cancelled = 0usize;
+    let start = Instant::now();
+    match victim {
+        Victim::Random => {
+            for _ in 0..ops {
+                let i = rng.below(pending as u64) as usize;
+                cancelled += usize::from(timer.cancel(handles[i]));
+                handles[i] = timer.add(30_000, id(i));
+            }
+        }
+        Victim::Fifo => {
+            // handles[oldest] is the oldest pending timer; its replacement is the newest.
+            let mut oldest = 0;
+            for _ in 0..ops {
+                cancelled += usize::from(timer.cancel(handles[oldest]));
+                handles[oldest] = timer.add(30_000, id(oldest));
+                oldest += 1;
+                if oldest == pending {
+                    oldest = 0;
+                }
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(cancelled, ops, "{}: every cancel must succeed", I::NAME);
+    drop(timer);
+
+    Report::new("churn", I::NAME)
+        .field("pending", pending)
+        .field("ops", ops)
+        .field(
+            "cancel",
+            if victim == Victim::Random { "random" } else { "fifo" },
+        )
+        .float("ns_per_op", elapsed.as_nanos() as f64 / ops as f64)
+        .float("bytes_per_entry", bytes)
+}
