@@ -255,7 +255,14 @@ async fn run_session(
         request_timeout,
         metadata_due: Instant::now(),
     };
+    let mut nudges_seen = ctl.borrow().metadata_nudges;
     loop {
+        let nudges = ctl.borrow().metadata_nudges;
+        if nudges != nudges_seen {
+            // Told that the partition set changed (FollowerHandle::refresh_metadata).
+            nudges_seen = nudges;
+            session.metadata_due = Instant::now();
+        }
         if ctl.borrow().desired == Desired::Paused {
             // Keep the connection and send no Fetch until resumed. (Crash, restart and
             // shutdown end the whole session from outside.) Metadata is still refreshed:
@@ -264,7 +271,7 @@ async fn run_session(
             let due = session.metadata_due;
             let resumed = async {
                 let _ = ctl
-                    .wait_for(|c| c.desired != Desired::Paused)
+                    .wait_for(|c| c.desired != Desired::Paused || c.metadata_nudges != nudges_seen)
                     .await
                     .map(drop);
             };

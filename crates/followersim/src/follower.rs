@@ -49,6 +49,8 @@ pub(crate) struct Control {
     pub fetch_delay_ms: u64,
     pub lag_ms: u64,
     pub max_bytes: i32,
+    /// Bumped by [`FollowerHandle::refresh_metadata`].
+    pub metadata_nudges: u64,
 }
 
 /// A topic partition, ordered by topic then partition.
@@ -124,6 +126,7 @@ impl Follower {
             fetch_delay_ms: config.fetch_delay_ms,
             lag_ms: config.lag_ms,
             max_bytes: config.fetch_max_bytes,
+            metadata_nudges: 0,
         };
         let replica_id = config.replica_id;
         let shared = Arc::new(Shared {
@@ -275,6 +278,19 @@ impl FollowerHandle {
             follower = self.replica_id(),
             "replication lag set to {ms} ms"
         );
+    }
+
+    /// Re-reads Metadata now instead of at the next periodic refresh.
+    ///
+    /// In Kafka the controller *tells* a broker it has become a follower of a partition
+    /// (LeaderAndIsr); a simulator only polls Metadata. A broker embedding followers can
+    /// call this right after creating a topic so they start fetching it at once. A Fetch
+    /// already parked at the leader is not interrupted (nor is it in Kafka): the new
+    /// partition joins the next one.
+    pub fn refresh_metadata(&self) {
+        self.shared
+            .control
+            .send_modify(|c| c.metadata_nudges = c.metadata_nudges.wrapping_add(1));
     }
 
     /// A snapshot of the follower: its state, knobs, counters and per-partition offsets.

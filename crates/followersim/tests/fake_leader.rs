@@ -670,6 +670,28 @@ async fn picks_up_new_and_deleted_topics() {
 }
 
 #[tokio::test]
+async fn refresh_metadata_picks_up_a_new_topic_at_once() {
+    let leader = FakeLeader::start().await;
+    leader.topic("first", 1, &[1, 2, 3]);
+    let f = Follower::spawn(FollowerConfig {
+        metadata_refresh_ms: 60_000,
+        ..config(&leader, 2)
+    });
+    wait_until("following the first topic", || {
+        leo(&f, "first", 0) == Some(0)
+    })
+    .await;
+    leader.topic("second", 1, &[1, 2, 3]);
+    leader.append("second", 0, 1);
+    f.refresh_metadata();
+    wait_until("the new topic replicated without waiting a minute", || {
+        leo(&f, "second", 0) == Some(1)
+    })
+    .await;
+    f.shutdown().await;
+}
+
+#[tokio::test]
 async fn knobs_change_what_it_sends() {
     let leader = FakeLeader::start().await;
     leader.topic("demo", 1, &[1, 2, 3]);
