@@ -53,7 +53,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -120,6 +120,10 @@ type WatcherMap<K, Op> = HashMap<K, Vec<Arc<OpCell<K, Op>>>, FxBuildHasher>;
 /// a huge list never holds up `try_complete_else_watch` on the same key for long.
 const PURGE_CHUNK: usize = 4096;
 
+/// The purge condition is looked at on every this-many-th completion (it reads counters
+/// that other threads keep changing, which costs a cache miss or two). A power of two.
+const PURGE_CHECK_EVERY: u64 = 16;
+
 /// `timeout` slot value meaning "no timeout scheduled (or already taken)".
 const NO_TIMEOUT: u64 = u64::MAX;
 
@@ -143,6 +147,9 @@ struct OpCell<K, Op> {
     op: Op,
     /// `PENDING` until exactly one path moves it to `COMPLETED` or `CANCELLED`.
     state: AtomicU8,
+    /// Set before the operation joins its watcher lists: from then on, finishing it turns
+    /// its list entries into garbage.
+    listed: AtomicBool,
     deadline_ms: u64,
     /// The timeout's timer handle ([`TimerHandle::key_bits`]) once it is scheduled, else
     /// `NO_TIMEOUT`; swapped out by whoever cancels it.
@@ -160,9 +167,11 @@ struct Core<K, Op> {
     shards: Vec<Padded<Mutex<WatcherMap<K, Op>>>>,
     /// Entries in all watcher lists (Kafka's PurgatorySize).
     watched: Padded<AtomicUsize>,
-    /// Entries that belong to operations still pending (each counts its number of keys,
-    /// from the moment it is created). `watched - live_entries` is the purgeable garbage.
-    live_entries: Padded<AtomicUsize>,
+    /// Watcher-list entries of operations that are no longer pending: what a purge would
+    /// remove. Kafka estimates this as `estimatedTotalOperations - NumDelayedOperations`;
+    /// here it is counted (it can dip below zero for a moment while a completion and a
+    /// removal race).
+    garbage: Padded<AtomicIsize>,
     /// Operations whose timeout sits in the timer (Kafka's NumDelayedOperations).
     delayed: Padded<AtomicUsize>,
     expired: Padded<AtomicU64>,
@@ -254,11 +263,11 @@ where
             .state
             .compare_exchange(PENDING, to, Ordering::SeqCst, Ordering::Acquire)
             .is_ok();
-        if won {
+        if won && self.listed.load(Ordering::Acquire) {
             // Its watcher-list entries are garbage from now on.
             self.core
-                .live_entries
-                .fetch_sub(self.keys.len(), Ordering::AcqRel);
+                .garbage
+                .fetch_add(self.keys.len() as isize, Ordering::AcqRel);
         }
         won
     }
@@ -266,7 +275,12 @@ where
     /// Cancel the timeout if it is scheduled and still pending.
     fn cancel_timeout(&self) {
         let bits = self.timeout.swap(NO_TIMEOUT, Ordering::SeqCst);
-        if bits != NO_TIMEOUT && self.core.timer.cancel(self.core.timer.handle_from_bits(bits)) {
+        if bits != NO_TIMEOUT
+            && self
+                .core
+                .timer
+                .cancel(self.core.timer.handle_from_bits(bits))
+        {
             self.core.delayed.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -277,9 +291,11 @@ where
             return false;
         }
         self.cancel_timeout();
+        let check_purge = self.core.count_completion();
         self.op.on_complete();
-        self.core.completed.fetch_add(1, Ordering::AcqRel);
-        self.core.maybe_purge();
+        if check_purge {
+            self.core.maybe_purge();
+        }
         true
     }
 
@@ -324,11 +340,13 @@ where
     fn run(self: Arc<Self>) {
         self.core.delayed.fetch_sub(1, Ordering::AcqRel);
         if self.finish(COMPLETED) {
+            self.core.expired.fetch_add(1, Ordering::AcqRel);
+            let check_purge = self.core.count_completion();
             self.op.on_complete();
             self.op.on_expiration();
-            self.core.expired.fetch_add(1, Ordering::AcqRel);
-            self.core.completed.fetch_add(1, Ordering::AcqRel);
-            self.core.maybe_purge();
+            if check_purge {
+                self.core.maybe_purge();
+            }
         }
     }
 }
@@ -343,22 +361,45 @@ where
         &self.shards[hash & (SHARDS - 1)].0
     }
 
-    /// Add the operation to every key's watcher list. False if the purgatory has been shut
-    /// down (checked under each shard lock, so a concurrent shutdown cannot miss it).
+    /// Count a completion; true every `PURGE_CHECK_EVERY`-th time, when the caller should
+    /// call `maybe_purge` (after the operation's callbacks, so they are not delayed).
+    fn count_completion(&self) -> bool {
+        let before = self.completed.fetch_add(1, Ordering::AcqRel);
+        before & (PURGE_CHECK_EVERY - 1) == 0
+    }
+
+    /// Add the operation to every key's watcher list. If the purgatory has been shut down
+    /// (checked under each shard lock, so a concurrent shutdown cannot miss it) this stops,
+    /// cancels the operation and returns false.
     fn watch(&self, cell: &Arc<OpCell<K, Op>>) -> bool {
+        cell.listed.store(true, Ordering::Release);
         let mut added = 0;
-        let mut all = true;
         for key in &cell.keys {
             let mut shard = self.shard(key).lock();
             if self.shut_down.load(Ordering::Acquire) {
-                all = false;
                 break;
             }
             shard.entry(key.clone()).or_default().push(cell.clone());
             added += 1;
         }
         self.watched.fetch_add(added, Ordering::AcqRel);
-        all
+        if added == cell.keys.len() {
+            return true;
+        }
+        if cell.cancel() {
+            // It counted all its keys as garbage; only `added` entries exist.
+            self.garbage
+                .fetch_sub((cell.keys.len() - added) as isize, Ordering::AcqRel);
+        }
+        false
+    }
+
+    /// Account for `removed` entries of finished operations taken out of watcher lists.
+    fn removed_garbage(&self, removed: usize) {
+        if removed > 0 {
+            self.watched.fetch_sub(removed, Ordering::AcqRel);
+            self.garbage.fetch_sub(removed as isize, Ordering::AcqRel);
+        }
     }
 
     /// Purge all watcher lists if the garbage in them is large enough; see the module docs.
@@ -367,7 +408,7 @@ where
     /// lock acquisition, so that requests watching the same keys wait at most one chunk.
     fn maybe_purge(&self) {
         let watched = self.watched.load(Ordering::Acquire);
-        let garbage = watched.saturating_sub(self.live_entries.load(Ordering::Acquire));
+        let garbage = self.garbage.load(Ordering::Acquire).max(0) as usize;
         if garbage <= self.purge_interval.max(watched / 2) {
             return;
         }
@@ -403,7 +444,7 @@ where
                         dropped.push(list.swap_remove(at));
                     }
                 }
-                self.watched.fetch_sub(dropped.len(), Ordering::AcqRel);
+                self.removed_garbage(dropped.len());
                 let done = at >= list.len();
                 if list.is_empty() {
                     map.remove(key);
@@ -485,7 +526,7 @@ where
                     .map(|_| Padded(Mutex::new(HashMap::default())))
                     .collect(),
                 watched: Padded::default(),
-                live_entries: Padded::default(),
+                garbage: Padded::default(),
                 delayed: Padded::default(),
                 expired: Padded::default(),
                 completed: Padded::default(),
@@ -533,10 +574,10 @@ where
         );
         let core = &self.core;
         let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
-        core.live_entries.fetch_add(keys.len(), Ordering::AcqRel);
         let cell = Arc::new(OpCell {
             op,
             state: AtomicU8::new(PENDING),
+            listed: AtomicBool::new(false),
             deadline_ms: core.timer.deadline_after(delay),
             timeout: AtomicU64::new(NO_TIMEOUT),
             keys,
@@ -548,8 +589,7 @@ where
             return handle;
         }
         if !core.watch(&cell) {
-            cell.cancel();
-            return handle;
+            return handle; // shut down: cancelled
         }
         if cell.op.try_complete() && cell.complete() {
             return handle;
@@ -585,11 +625,9 @@ where
             let Some(list) = map.get_mut(key) else {
                 return 0;
             };
-            let before = list.len();
             let mut dropped = Vec::new();
             retain_pending(list, &mut dropped);
-            core.watched
-                .fetch_sub(before - list.len(), Ordering::AcqRel);
+            core.removed_garbage(dropped.len());
             let candidates = list.clone();
             if list.is_empty() {
                 map.remove(key);
@@ -608,10 +646,8 @@ where
             let mut dropped = Vec::new();
             let mut map = shard.lock();
             if let Some(list) = map.get_mut(key) {
-                let before = list.len();
                 retain_pending(list, &mut dropped);
-                core.watched
-                    .fetch_sub(before - list.len(), Ordering::AcqRel);
+                core.removed_garbage(dropped.len());
                 if list.is_empty() {
                     map.remove(key);
                 }
@@ -629,11 +665,15 @@ where
     pub fn cancel_for_key(&self, key: &K) -> Vec<OperationHandle<Op>> {
         let core = &self.core;
         let list = core.shard(key).lock().remove(key).unwrap_or_default();
-        core.watched.fetch_sub(list.len(), Ordering::AcqRel);
-        list.into_iter()
+        let removed = list.len();
+        let cancelled = list
+            .into_iter()
             .filter(|cell| cell.cancel())
             .map(|cell| OperationHandle { cell })
-            .collect()
+            .collect();
+        // Every entry of the removed list belonged to a finished operation by now.
+        core.removed_garbage(removed);
+        cancelled
     }
 
     /// Entries in all watcher lists, Kafka's `PurgatorySize`. An operation watching three
@@ -647,13 +687,15 @@ where
         self.core.delayed.load(Ordering::Acquire)
     }
 
-    /// Operations completed by their timeout, since creation.
+    /// Operations completed by their timeout, since creation. Counted when the operation
+    /// completes, before its callbacks run.
     pub fn expired(&self) -> u64 {
         self.core.expired.load(Ordering::Acquire)
     }
 
-    /// Operations completed by any path, since creation. Counted after `on_complete` has
-    /// returned.
+    /// Operations completed by any path, since creation. Counted when the operation
+    /// completes, before `on_complete` runs (so a callback that signals another thread
+    /// never gets there before the count).
     pub fn completed(&self) -> u64 {
         self.core.completed.load(Ordering::Acquire)
     }
@@ -719,10 +761,11 @@ where
         for shard in &core.shards {
             let map = std::mem::take(&mut *shard.lock());
             for (_, list) in map {
-                core.watched.fetch_sub(list.len(), Ordering::AcqRel);
+                let removed = list.len();
                 for cell in list {
                     cell.cancel();
                 }
+                core.removed_garbage(removed);
             }
         }
     }

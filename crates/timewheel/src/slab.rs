@@ -1,15 +1,21 @@
-//! Slab storage with intrusive doubly linked lists: where the wheel's timers live.
+//! Slab storage and index lists: where the wheel's timers live.
 //!
 //! In Kafka every pending timer is a `TimerTaskEntry` object on the JVM heap, and each
 //! bucket (`TimerTaskList`) is a circular doubly linked list of those objects. Adding a
 //! timer allocates; cancelling unlinks the object and leaves it to the garbage collector.
 //!
 //! Here every pending timer occupies one slot of a single `Vec` (the *slab*), and a bucket
-//! is a list threaded through the slots by `u32` indices (the links are *intrusive*: they
-//! sit inside the entry itself, not in separate nodes). That gives:
+//! is a [`List`]: a vector of slot indices, while every entry remembers its position in
+//! its list (a back-pointer). That gives:
 //!
-//! * **O(1) insert and O(1) unlink** given a slot index, with no allocation once the `Vec`
-//!   has grown to the high-water mark of pending timers;
+//! * **O(1) insert** (push the index at the end of the list) and **O(1) removal** (move
+//!   the list's last index into the hole and fix that entry's position), with no
+//!   allocation per timer once the vectors have grown;
+//! * **cache-friendly flushes**: firing or cascading a bucket reads its indices in order
+//!   and then touches each entry independently of the others, so the processor overlaps
+//!   the cache misses. Walking a linked list instead is one dependent miss after another,
+//!   and with millions of timers every hop misses (Kafka's lists, and this crate's first
+//!   version, paid that on every flush);
 //! * **slot reuse**: a freed slot goes on a free list (LIFO, so the next insert reuses the
 //!   slot that is still warm in the cache);
 //! * **stale-key detection**: every entry records its insertion number (`seq`), and a
@@ -21,22 +27,22 @@
 //!
 //! Entries are aligned to 32 bytes, so that one never straddles two cache lines: with a
 //! payload of up to 4 bytes an entry is exactly 32 bytes (two per cache line), with a
-//! 16-byte payload such as `Arc<dyn TimerTask>` it is 64. Cancelling a random timer among
-//! millions costs a cache miss on its entry and on its two neighbours; a straddling entry
-//! would add a third.
+//! 16-byte payload such as `Arc<dyn TimerTask>` it is 64. A list costs 4 more bytes per
+//! entry.
 //!
 //! Invariants (checked by the unit tests and, in debug builds, by `debug_assert!`):
-//! * an occupied slot has `value: Some(_)` and is linked in exactly one list, except
+//! * an occupied slot has `value: Some(_)` and sits in exactly one list, at `pos`, except
 //!   transiently while its owner moves it;
-//! * a vacant slot has `value: None`; it is either on the free list (its `next` field links
-//!   the free list) or *vacated but still linked*, waiting for its owner to unlink and
-//!   release it (the wheel defers the unlinking of cancelled timers, see `wheel.rs`);
+//! * a vacant slot has `value: None`; it is either on the free list (its `pos` field links
+//!   the free list) or *vacated but still listed*, waiting for its owner to remove and
+//!   release it (the wheel defers the removal of cancelled timers, see `wheel.rs`);
 //! * `len` is the number of occupied slots.
 //!
 //! Costs: `insert` amortised O(1) (the `Vec` doubles when full), `free` O(1), list
-//! operations O(1); memory is `capacity * size_of::<Entry<T>>()`.
+//! operations amortised O(1); memory is `capacity * size_of::<Entry<T>>()` plus 4 bytes
+//! per listed entry.
 
-/// The "null" index: end of a list, or "not linked".
+/// The "null" index: end of the free list, or "not in a list".
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// Names one timer in a [`TimingWheel`](crate::TimingWheel): its slot index plus a stamp
@@ -59,35 +65,50 @@ pub(crate) struct Entry<T> {
     /// Insertion number: breaks ties between timers with the same deadline (they fire in
     /// insertion order), and its low 32 bits are the [`Key`] stamp.
     pub(crate) seq: u64,
-    /// Previous entry in the same list, or [`NIL`].
-    pub(crate) prev: u32,
-    /// Next entry in the same list (or in the free list when vacant), or [`NIL`].
-    pub(crate) next: u32,
-    /// Which list the entry is linked in (the owner decides what the ids mean).
+    /// Position in its list; when vacant and free, the next free slot (or [`NIL`]).
+    pub(crate) pos: u32,
+    /// Which list the entry is in (the owner decides what the ids mean), or [`NIL`].
     pub(crate) list: u32,
     /// The payload; `None` while the slot is vacant.
     pub(crate) value: Option<T>,
 }
 
-/// The head of an intrusive list: first and last slot, and how many entries it holds.
-#[derive(Clone, Copy, Debug)]
+/// A list of slab indices: O(1) push, O(1) removal by position (the last index moves
+/// into the hole), iteration in memory order.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct List {
-    pub(crate) head: u32,
-    pub(crate) tail: u32,
-    pub(crate) len: u32,
+    pub(crate) items: Vec<u32>,
 }
 
 impl List {
-    /// An empty list.
-    pub(crate) const EMPTY: List = List {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-    };
-
     /// True if the list holds no entry.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.items.is_empty()
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Take the indices out, leaving the list empty (but keeping a spare buffer is up to
+    /// the caller: see [`List::recycle`]).
+    pub(crate) fn take(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.items)
+    }
+
+    /// Give an emptied buffer back so the next round of pushes does not reallocate. A
+    /// buffer much larger than the `used` entries it last held is shrunk, so one burst does
+    /// not pin memory forever.
+    pub(crate) fn recycle(&mut self, mut buffer: Vec<u32>, used: usize) {
+        buffer.clear();
+        let keep = (2 * used).max(16);
+        if buffer.capacity() > 2 * keep {
+            buffer.shrink_to(keep);
+        }
+        if self.items.is_empty() && self.items.capacity() < buffer.capacity() {
+            self.items = buffer;
+        }
     }
 }
 
@@ -132,11 +153,10 @@ impl<T> Slab<T> {
                 entry.value.is_none(),
                 "free list points at an occupied slot"
             );
-            self.free_head = entry.next;
+            self.free_head = entry.pos;
             entry.deadline = deadline;
             entry.seq = seq;
-            entry.prev = NIL;
-            entry.next = NIL;
+            entry.pos = NIL;
             entry.list = NIL;
             entry.value = Some(value);
             Key {
@@ -154,8 +174,7 @@ impl<T> Slab<T> {
             self.entries.push(Entry {
                 deadline,
                 seq,
-                prev: NIL,
-                next: NIL,
+                pos: NIL,
                 list: NIL,
                 value: Some(value),
             });
@@ -196,9 +215,9 @@ impl<T> Slab<T> {
         value
     }
 
-    /// Take the value out of an occupied slot that may still be linked (a cancelled timer
-    /// whose unlinking is deferred). Outstanding keys become stale at once; the slot must
-    /// be unlinked and [`release`](Slab::release)d later.
+    /// Take the value out of an occupied slot that may still be listed (a cancelled timer
+    /// whose removal is deferred). Outstanding keys become stale at once; the slot must
+    /// be removed from its list and [`release`](Slab::release)d later.
     #[inline]
     pub(crate) fn vacate(&mut self, index: u32) -> T {
         self.len -= 1;
@@ -208,86 +227,49 @@ impl<T> Slab<T> {
             .expect("vacating a vacant slot")
     }
 
-    /// Put a vacant, unlinked slot on the free list.
+    /// Put a vacant slot that is in no list on the free list.
     #[inline]
     pub(crate) fn release(&mut self, index: u32) {
         let entry = &mut self.entries[index as usize];
-        debug_assert_eq!(entry.list, NIL, "releasing a slot that is still linked");
+        debug_assert_eq!(entry.list, NIL, "releasing a slot that is still listed");
         debug_assert!(entry.value.is_none(), "releasing an occupied slot");
-        entry.next = self.free_head;
+        entry.pos = self.free_head;
         self.free_head = index;
     }
 
-    /// Read one field of the slot at `index` (if any) so that its cache line is on its
-    /// way; see the wheel's deferred unlinking. Returns something to fold into a
-    /// `black_box` so that the read is not optimised away.
+    /// Append a slot that is in no list to `list`, whose id is `list_id`. Amortised O(1).
     #[inline]
-    pub(crate) fn touch(&self, index: u32) -> u64 {
-        match self.entries.get(index as usize) {
-            Some(entry) => entry.seq,
-            None => 0,
-        }
-    }
-
-    /// Append an occupied, unlinked slot at the tail of `list`, whose id is `list_id`.
-    #[inline]
-    pub(crate) fn push_back(&mut self, list: &mut List, list_id: u32, index: u32) {
-        let tail = list.tail;
-        {
-            let entry = &mut self.entries[index as usize];
-            entry.prev = tail;
-            entry.next = NIL;
-            entry.list = list_id;
-        }
-        if tail == NIL {
-            list.head = index;
-        } else {
-            self.entries[tail as usize].next = index;
-        }
-        list.tail = index;
-        list.len += 1;
-    }
-
-    /// Unlink a slot from `list` (which must be the list it is in). O(1).
-    #[inline]
-    pub(crate) fn unlink(&mut self, list: &mut List, index: u32) {
-        let (prev, next) = {
-            let entry = &mut self.entries[index as usize];
-            let links = (entry.prev, entry.next);
-            entry.prev = NIL;
-            entry.next = NIL;
-            entry.list = NIL;
-            links
-        };
-        if prev == NIL {
-            list.head = next;
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next == NIL {
-            list.tail = prev;
-        } else {
-            self.entries[next as usize].prev = prev;
-        }
-        list.len -= 1;
-    }
-
-    /// Detach the whole chain of `list` at once and return its first slot; walk it with
-    /// [`Slab::take_next`]. The list is left empty. O(1).
-    pub(crate) fn detach(list: &mut List) -> u32 {
-        let head = list.head;
-        *list = List::EMPTY;
-        head
-    }
-
-    /// While walking a detached chain: mark `index` as unlinked and return the slot after it.
-    pub(crate) fn take_next(&mut self, index: u32) -> u32 {
+    pub(crate) fn push(&mut self, list: &mut List, list_id: u32, index: u32) {
         let entry = &mut self.entries[index as usize];
-        let next = entry.next;
-        entry.prev = NIL;
-        entry.next = NIL;
+        entry.pos = list.items.len() as u32;
+        entry.list = list_id;
+        list.items.push(index);
+    }
+
+    /// Remove a slot from `list` (which must be the list it is in): the list's last index
+    /// moves into its place. O(1).
+    #[inline]
+    pub(crate) fn remove_from(&mut self, list: &mut List, index: u32) {
+        let pos = {
+            let entry = &mut self.entries[index as usize];
+            let pos = entry.pos;
+            entry.pos = NIL;
+            entry.list = NIL;
+            pos
+        };
+        let last = list.items.pop().expect("removing from an empty list");
+        if last != index {
+            list.items[pos as usize] = last;
+            self.entries[last as usize].pos = pos;
+        }
+    }
+
+    /// Mark a slot taken out of its list wholesale (by [`List::take`]) as in no list.
+    #[inline]
+    pub(crate) fn mark_unlisted(&mut self, index: u32) {
+        let entry = &mut self.entries[index as usize];
+        entry.pos = NIL;
         entry.list = NIL;
-        next
     }
 }
 
@@ -326,36 +308,37 @@ fn advise_huge_pages<T>(entries: &Vec<T>) {
 mod tests {
     use super::*;
 
-    fn collect(slab: &Slab<u32>, list: &List) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut i = list.head;
-        while i != NIL {
-            out.push(*slab.entry(i).value.as_ref().unwrap());
-            i = slab.entry(i).next;
-        }
-        assert_eq!(out.len(), list.len as usize);
-        out
+    fn values(slab: &Slab<u32>, list: &List) -> Vec<u32> {
+        list.items
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| {
+                let e = slab.entry(i);
+                assert_eq!(e.pos as usize, pos, "back-pointer");
+                *e.value.as_ref().unwrap()
+            })
+            .collect()
     }
 
     #[test]
-    fn push_unlink_and_reuse() {
+    fn push_remove_and_reuse() {
         let mut slab = Slab::with_capacity(4);
-        let mut list = List::EMPTY;
+        let mut list = List::default();
         let keys: Vec<Key> = (0..4).map(|v| slab.insert(0, v as u64, v)).collect();
         for k in &keys {
-            slab.push_back(&mut list, 7, k.index);
+            slab.push(&mut list, 7, k.index);
         }
-        assert_eq!(collect(&slab, &list), vec![0, 1, 2, 3]);
+        assert_eq!(values(&slab, &list), vec![0, 1, 2, 3]);
 
-        // Unlink from the middle, the head and the tail.
+        // Remove from the middle (the last moves in), the head and the tail.
         for (k, expect) in [
-            (keys[1], vec![0, 2, 3]),
+            (keys[1], vec![0, 3, 2]),
             (keys[0], vec![2, 3]),
             (keys[3], vec![2]),
         ] {
-            slab.unlink(&mut list, k.index);
+            slab.remove_from(&mut list, k.index);
             slab.free(k.index);
-            assert_eq!(collect(&slab, &list), expect);
+            assert_eq!(values(&slab, &list), expect);
         }
         assert_eq!(slab.len(), 1);
 
@@ -380,22 +363,32 @@ mod tests {
     }
 
     #[test]
-    fn detach_walks_the_chain() {
+    fn take_and_recycle_keep_a_right_sized_buffer() {
         let mut slab = Slab::with_capacity(3);
-        let mut list = List::EMPTY;
+        let mut list = List::default();
         for v in 0..3 {
             let k = slab.insert(0, v as u64, v);
-            slab.push_back(&mut list, 0, k.index);
+            slab.push(&mut list, 0, k.index);
         }
-        let mut i = Slab::<u32>::detach(&mut list);
+        let items = list.take();
         assert!(list.is_empty());
         let mut seen = Vec::new();
-        while i != NIL {
-            let next = slab.take_next(i);
+        for &i in &items {
+            slab.mark_unlisted(i);
             seen.push(slab.free(i));
-            i = next;
         }
         assert_eq!(seen, vec![0, 1, 2]);
         assert_eq!(slab.len(), 0);
+        list.recycle(items, 3);
+        assert!(list.is_empty() && list.items.capacity() >= 3);
+
+        let mut huge = Vec::with_capacity(10_000);
+        huge.push(1);
+        let mut other = List::default();
+        other.recycle(huge, 1);
+        assert!(
+            other.items.capacity() <= 64,
+            "an oversized buffer is shrunk"
+        );
     }
 }

@@ -25,7 +25,7 @@
 //! A timer goes into the finest level whose range still contains it, into the bucket
 //! `(expiration / tick) % wheel_size` of that level. A bucket's *expiration* is the start
 //! of the time span it covers. Only non-empty buckets are kept in a priority queue (the
-//! [`BucketQueue`]). Advancing the clock pops every bucket whose expiration has come,
+//! bucket queue, `bucket_queue.rs`). Advancing the clock pops every bucket whose expiration has come,
 //! moves the wheel's time to it and *flushes* it: each entry is placed again, which now
 //! lands it in a finer level (the *cascade*) or, once it is due, fires it.
 //!
@@ -47,31 +47,32 @@
 //! # Costs
 //!
 //! * `insert`: O(levels) comparisons (levels is ~log(max delay) / log(wheel_size), 4 for a
-//!   160 s delay with the defaults), one 32-bit division (none on level 0 with a 1 ms
-//!   tick), an O(1) list append, and an O(log B)
-//!   queue push when the bucket was empty (B = number of non-empty buckets, a few
-//!   hundred at most). No allocation once the slab has grown.
+//!   160 s delay with the defaults) and one 32-bit division, both skipped when the timer
+//!   lands in the same bucket as the previous insert (the common case for requests with
+//!   the same timeout); an amortised O(1) push onto the bucket's index list; an O(log B)
+//!   queue push when the bucket was empty (B = number of non-empty buckets, a few hundred
+//!   at most). No allocation once the slab and the bucket lists have grown.
 //! * `remove` (cancel): O(1): the value is taken out at once (the timer can never fire
-//!   and its key is stale), while the unlinking from the bucket list is deferred and done
-//!   in batches of [`SETTLE_BATCH`]; see below.
-//! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired; every
-//!   entry is moved at most once per level.
-//! * memory: one slab entry per pending timer (32 bytes with a payload of up to 4 bytes,
-//!   64 with a 16-byte one such as `Arc<dyn TimerTask>`) plus
-//!   `wheel_size` small bucket headers per level.
+//!   and its key is stale), while the removal from the bucket is deferred and done in
+//!   batches of [`SETTLE_BATCH`]; see below.
+//! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired (every
+//!   entry is moved at most once per level), plus sorting each batch of fired entries.
+//! * memory: per pending timer one slab entry (32 bytes with a payload of up to 4 bytes,
+//!   64 with a 16-byte one such as `Arc<dyn TimerTask>`) and 4 bytes in its bucket's
+//!   list, plus `wheel_size` small bucket headers per level.
 //!
-//! # Deferred unlinking
+//! # Deferred removal
 //!
-//! Unlinking an entry from a doubly linked list writes to its two neighbours. With
-//! millions of pending timers those neighbours are random places in memory, so a cancel
-//! costs three cache misses (entry, previous, next), and the processor cannot overlap
-//! them with the next operation's misses for long because the stores queue up behind
-//! them. So `remove` only vacates the entry (one miss) and records its index; every
-//! [`SETTLE_BATCH`] cancels (and before anything that walks buckets: advancing, draining,
-//! snapshots, [`next_expiration`](TimingWheel::next_expiration)) the batch is *settled*:
-//! one pass reads all the neighbours (independent loads, so their misses overlap), a
-//! second pass unlinks and frees the slots, and buckets left empty leave the bucket
-//! queue. A cancelled timer therefore never fires; its slot is reused within
+//! Removing an entry from its bucket writes to a random place in the bucket's index list
+//! and to the entry that moves into the hole. With millions of pending timers both are
+//! cache misses, and the processor cannot overlap them with the next operation's misses
+//! for long because the stores queue up behind them. So `remove` only vacates the entry
+//! (one miss) and records its index; every [`SETTLE_BATCH`] cancels (and before anything
+//! that walks buckets: advancing, draining, snapshots,
+//! [`next_expiration`](TimingWheel::next_expiration)) the batch is *settled*: one pass
+//! reads every affected list position (independent loads, so their misses overlap), a
+//! second pass removes the entries and frees the slots, and buckets left empty leave the
+//! bucket queue. A cancelled timer therefore never fires; its slot is reused within
 //! `SETTLE_BATCH` cancels, and the slab holds at most `SETTLE_BATCH` extra slots.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
@@ -88,7 +89,7 @@ pub const MAX_DEADLINE_MS: u64 = 1 << 62;
 /// List id of the due list (bucket ids are `level * wheel_size + slot`, far below this).
 const DUE: u32 = NIL - 1;
 
-/// How many cancelled entries wait before their unlinking is done in one batch.
+/// How many cancelled entries wait before their removal is done in one batch.
 pub const SETTLE_BATCH: usize = 64;
 
 /// A timer that has fired: its deadline and its payload.
@@ -137,8 +138,8 @@ impl Level {
     }
 }
 
-/// A bucket: an intrusive list of entries plus its expiration while non-empty.
-#[derive(Clone, Copy, Debug)]
+/// A bucket: the indices of its entries plus its expiration while non-empty.
+#[derive(Debug)]
 struct Bucket {
     list: List,
     expiration: u64,
@@ -175,7 +176,7 @@ pub struct TimingWheel<T> {
     next_seq: u64,
     /// The time last advanced to (not rounded): deadlines at or before it are due.
     now: u64,
-    /// Cancelled entries, vacated but still linked, waiting to be unlinked in a batch.
+    /// Cancelled entries, vacated but still listed, waiting to be removed in a batch.
     unsettled: Vec<u32>,
     /// The bucket the last placement chose, valid until the time moves; see `place`.
     last: LastBucket,
@@ -223,9 +224,9 @@ impl<T> TimingWheel<T> {
             wheel_size: wheel_size as u64,
             levels: Vec::new(),
             buckets: Vec::new(),
-            due: List::EMPTY,
+            due: List::default(),
             queue: BucketQueue::default(),
-            // Room for the cancelled entries that wait to be unlinked, too.
+            // Room for the cancelled entries that wait to be removed, too.
             slab: Slab::with_capacity(if capacity == 0 {
                 0
             } else {
@@ -316,7 +317,7 @@ impl<T> TimingWheel<T> {
 
     /// Cancel a pending timer, returning its value; `None` if the key is stale (the timer
     /// already fired, was cancelled, or the slot now belongs to another timer). O(1): the
-    /// unlinking is deferred, see the [module documentation](self).
+    /// removal from its bucket is deferred, see the [module documentation](self).
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let index = self.slab.resolve(key)?;
@@ -342,29 +343,35 @@ impl<T> TimingWheel<T> {
         })
     }
 
-    /// Unlink and free every cancelled entry that is waiting for it.
+    /// Remove and free every cancelled entry that is waiting for it.
     #[inline(never)]
     fn settle(&mut self) {
         if self.unsettled.is_empty() {
             return;
         }
-        // Pass 1: read every neighbour. These loads do not depend on one another, so their
-        // cache misses overlap instead of queueing behind each other's stores.
-        let mut touched = 0;
+        // Pass 1: read every list position about to be overwritten. These loads do not
+        // depend on one another, so their cache misses overlap instead of queueing behind
+        // each other's stores.
+        let mut touched = 0u64;
         for &index in &self.unsettled {
             let entry = self.slab.entry(index);
-            touched ^= self.slab.touch(entry.prev) ^ self.slab.touch(entry.next);
+            let list = if entry.list == DUE {
+                &self.due
+            } else {
+                &self.buckets[entry.list as usize].list
+            };
+            touched ^= list.items.get(entry.pos as usize).copied().unwrap_or(0) as u64;
         }
         std::hint::black_box(touched);
-        // Pass 2: unlink and release.
+        // Pass 2: remove and release.
         for k in 0..self.unsettled.len() {
             let index = self.unsettled[k];
             let list = self.slab.entry(index).list;
             if list == DUE {
-                self.slab.unlink(&mut self.due, index);
+                self.slab.remove_from(&mut self.due, index);
             } else {
                 let bucket = &mut self.buckets[list as usize];
-                self.slab.unlink(&mut bucket.list, index);
+                self.slab.remove_from(&mut bucket.list, index);
                 if bucket.list.is_empty() {
                     self.queue.remove(list);
                 }
@@ -416,18 +423,14 @@ impl<T> TimingWheel<T> {
     pub fn drain(&mut self) -> Vec<T> {
         self.settle();
         let mut out = Vec::with_capacity(self.len());
-        let mut lists = vec![self.due];
-        self.due = List::EMPTY;
+        let mut lists = vec![self.due.take()];
         while let Some((_, bucket)) = self.queue.pop() {
-            lists.push(self.buckets[bucket as usize].list);
-            self.buckets[bucket as usize].list = List::EMPTY;
+            lists.push(self.buckets[bucket as usize].list.take());
         }
-        for mut list in lists {
-            let mut index = Slab::<T>::detach(&mut list);
-            while index != NIL {
-                let next = self.slab.take_next(index);
+        for list in lists {
+            for index in list {
+                self.slab.mark_unlisted(index);
                 out.push(self.slab.free(index));
-                index = next;
             }
         }
         out
@@ -456,7 +459,7 @@ impl<T> TimingWheel<T> {
                 level: (id as u64 / self.wheel_size) as usize,
                 slot: (id as u64 % self.wheel_size) as usize,
                 expiration_ms,
-                entries: self.buckets[id as usize].list.len as usize,
+                entries: self.buckets[id as usize].list.len(),
             })
             .collect();
         buckets.sort_by_key(|b| (b.expiration_ms, b.level, b.slot));
@@ -464,18 +467,19 @@ impl<T> TimingWheel<T> {
             now_ms,
             current_time_ms: self.current_time(),
             pending: self.len(),
-            due: self.due.len as usize,
+            due: self.due.len(),
             levels,
             buckets,
         }
     }
 
-    /// File an unlinked entry: into the due list, or into the finest level that covers it.
+    /// File an entry that is in no list: into the due list, or into the finest level that
+    /// covers it.
     #[inline]
     fn place(&mut self, index: u32) {
         let deadline = self.slab.entry(index).deadline;
         if deadline <= self.now {
-            self.slab.push_back(&mut self.due, DUE, index);
+            self.slab.push(&mut self.due, DUE, index);
             return;
         }
         // Round up to the tick so that the entry never fires before its deadline. Since
@@ -496,8 +500,11 @@ impl<T> TimingWheel<T> {
             bucket.expiration = bucket_expiration;
             self.queue.push(id, bucket_expiration);
         }
-        debug_assert_eq!(bucket.expiration, bucket_expiration, "bucket holds two rounds");
-        self.slab.push_back(&mut bucket.list, id, index);
+        debug_assert_eq!(
+            bucket.expiration, bucket_expiration,
+            "bucket holds two rounds"
+        );
+        self.slab.push(&mut bucket.list, id, index);
     }
 
     /// The bucket (id and expiration) for an expiration past the current tick: the finest
@@ -506,7 +513,10 @@ impl<T> TimingWheel<T> {
     #[inline(never)]
     fn find_bucket(&mut self, expiration: u64) -> (u32, u64) {
         let mut level = 0;
-        while expiration >= self.levels[level].current.saturating_add(self.levels[level].interval)
+        while expiration
+            >= self.levels[level]
+                .current
+                .saturating_add(self.levels[level].interval)
         {
             level += 1;
             if level == self.levels.len() {
@@ -551,21 +561,27 @@ impl<T> TimingWheel<T> {
         (id, bucket_expiration)
     }
 
-    /// Re-place every entry of a bucket whose expiration has come.
+    /// Re-place every entry of a bucket whose expiration has come. The indices are read in
+    /// order and each entry is then touched independently, so the cache misses overlap.
     fn flush(&mut self, bucket: u32) {
-        let mut index = Slab::<T>::detach(&mut self.buckets[bucket as usize].list);
-        while index != NIL {
-            let next = self.slab.take_next(index);
+        let items = self.buckets[bucket as usize].list.take();
+        for &index in &items {
+            self.slab.mark_unlisted(index);
             self.place(index);
-            index = next;
         }
+        let used = items.len();
+        self.buckets[bucket as usize].list.recycle(items, used);
     }
 
     /// Hand out every entry of the due list.
     fn drain_due(&mut self, out: &mut Vec<Expired<T>>) {
-        let mut index = Slab::<T>::detach(&mut self.due);
-        while index != NIL {
-            let next = self.slab.take_next(index);
+        if self.due.is_empty() {
+            return;
+        }
+        let items = self.due.take();
+        out.reserve(items.len());
+        for &index in &items {
+            self.slab.mark_unlisted(index);
             let (deadline_ms, seq) = {
                 let e = self.slab.entry(index);
                 (e.deadline, e.seq)
@@ -575,8 +591,9 @@ impl<T> TimingWheel<T> {
                 seq,
                 value: self.slab.free(index),
             });
-            index = next;
         }
+        let used = items.len();
+        self.due.recycle(items, used);
     }
 
     /// Move every level's clock forward to `now` (never backwards).
@@ -595,13 +612,10 @@ impl<T> TimingWheel<T> {
     fn add_level(&mut self, tick: u64, now: u64) {
         self.levels.push(Level::new(tick, self.wheel_size, now));
         let buckets = self.levels.len() * self.wheel_size as usize;
-        self.buckets.resize(
-            buckets,
-            Bucket {
-                list: List::EMPTY,
-                expiration: 0,
-            },
-        );
+        self.buckets.resize_with(buckets, || Bucket {
+            list: List::default(),
+            expiration: 0,
+        });
         self.queue.reserve_buckets(buckets);
     }
 }

@@ -50,9 +50,7 @@ impl Flags {
             let name = flag
                 .strip_prefix("--")
                 .ok_or_else(|| format!("expected a --flag, got {flag:?}"))?;
-            let value = it
-                .next()
-                .ok_or_else(|| format!("--{name} needs a value"))?;
+            let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
             values.insert(name.to_string(), value.clone());
         }
         Ok(Flags { values })
@@ -127,8 +125,14 @@ impl Report {
         for (k, v) in &self.fields {
             line.push_str(&format!(" {k}={v}"));
         }
-        println!("{line}");
+        say(&line);
     }
+}
+
+/// Print a line to stdout, ignoring a closed pipe (e.g. `timer-bench ... | head -1`).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
 
 /// Print `WORKLOAD ratio=BASELINE/timewheel key=x ...` for every baseline, for `keys`
@@ -146,7 +150,7 @@ pub fn print_ratios(reports: &[Report], keys: &[&str]) {
                 }
             }
         }
-        println!("{line}");
+        say(&line);
     }
 }
 

@@ -11,10 +11,10 @@ use std::time::Instant;
 use timewheel::TimingWheel;
 
 use crate::alloc::live_bytes;
-use crate::workloads::add_cancel::id;
 use crate::heap::HeapTimer;
 use crate::impls::{in_tokio, SharedTimer, TimerImpl, TokioDelayQueue};
 use crate::rng::SplitMix;
+use crate::workloads::add_cancel::id;
 use crate::{print_ratios, Flags, Report};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,9 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     }
     let mut reports = Vec::new();
     if flags.wants("timewheel") {
-        reports.push(measure::<TimingWheel<NonZeroU32>>(pending, ops, victim, seed));
+        reports.push(measure::<TimingWheel<NonZeroU32>>(
+            pending, ops, victim, seed,
+        ));
     }
     if flags.wants("timewheel-timer") {
         reports.push(measure::<SharedTimer>(pending, ops, victim, seed));
@@ -100,7 +102,11 @@ fn measure<I: TimerImpl>(pending: usize, ops: usize, victim: Victim, seed: u64) 
         .field("ops", ops)
         .field(
             "cancel",
-            if victim == Victim::Random { "random" } else { "fifo" },
+            if victim == Victim::Random {
+                "random"
+            } else {
+                "fifo"
+            },
         )
         .float("ns_per_op", elapsed.as_nanos() as f64 / ops as f64)
         .float("bytes_per_entry", bytes)

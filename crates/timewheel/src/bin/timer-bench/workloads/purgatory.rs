@@ -183,10 +183,10 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         .field("expired", purgatory.expired())
         .field("completed", purgatory.completed())
         .print();
-    println!(
+    crate::say(&format!(
         "purgatory rate_pct_of_target={:.1}",
         100.0 * actual_rate / rate
-    );
+    ));
     completer.shutdown();
     timer.shutdown();
     Ok(())
