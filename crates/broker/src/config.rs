@@ -50,6 +50,9 @@ pub struct BrokerConfig {
     /// Create unknown topics on Metadata and Produce.
     #[serde(rename = "auto.create.topics.enable")]
     pub auto_create_topics: bool,
+    /// Cap on partitions across all topics, so topic creation cannot exhaust memory.
+    #[serde(rename = "max.partitions")]
+    pub max_partitions: usize,
     /// Partitions of an auto-created topic.
     #[serde(rename = "num.partitions")]
     pub num_partitions: i32,
@@ -116,6 +119,7 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 104_857_600,
             max_in_flight_per_connection: 100,
             auto_create_topics: true,
+            max_partitions: 10_000,
             num_partitions: 1,
             default_replication_factor: 3,
             follower_count: 2,

@@ -55,6 +55,8 @@ pub const UNKNOWN_TOPIC_ID: i16 = 100;
 pub const PRODUCER_FENCED: i16 = 90;
 /// A record batch is malformed.
 pub const INVALID_RECORD: i16 = 87;
+/// The request breaks a broker policy (here: `max.partitions`).
+pub const POLICY_VIOLATION: i16 = 44;
 /// The request itself is malformed.
 pub const INVALID_REQUEST: i16 = 42;
 
@@ -88,6 +90,7 @@ pub fn name(code: i16) -> &'static str {
         PRODUCER_FENCED => "PRODUCER_FENCED",
         INVALID_RECORD => "INVALID_RECORD",
         INVALID_REQUEST => "INVALID_REQUEST",
+        POLICY_VIOLATION => "POLICY_VIOLATION",
         _ => "UNKNOWN_SERVER_ERROR",
     }
 }

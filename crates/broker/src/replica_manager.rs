@@ -328,6 +328,16 @@ impl ReplicaManager {
             }
         }
         let mut topics = self.topics.write();
+        let existing: usize = topics.values().map(|t| t.partitions.len()).sum();
+        if existing + partitions as usize > self.config.max_partitions {
+            return Err(TopicError::new(
+                ec::POLICY_VIOLATION,
+                format!(
+                    "{partitions} more partitions would exceed max.partitions ({}; {existing} exist)",
+                    self.config.max_partitions
+                ),
+            ));
+        }
         if topics.contains_key(new.name.as_str()) {
             return Err(TopicError::new(
                 ec::TOPIC_ALREADY_EXISTS,

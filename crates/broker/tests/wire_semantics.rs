@@ -383,3 +383,49 @@ async fn the_memory_cap_evicts_replicated_data_and_refuses_what_it_cannot_hold()
     );
     assert!(log_end > 300);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_topic_completes_its_parked_produces_with_unknown_topic() {
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    create(&mut conn, "doomed", 3, &[]).await;
+    let produce_id = conn
+        .write_request(&produce("doomed", -1, 60_000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    wait_until("the produce to be parked", || {
+        tb.rm().produce_purgatory.delayed() == 1
+    })
+    .await;
+    let mut admin = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let deleted = admin
+        .send(
+            &kafka_protocol::messages::DeleteTopicsRequest::default()
+                .with_topic_names(vec![name("doomed")]),
+            4,
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.responses[0].error_code, 0);
+    let (id, response) = conn.read_response::<ProduceRequest>(9).await.unwrap();
+    assert_eq!(id, produce_id);
+    assert_eq!(
+        partition_result(&response).0,
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION, without waiting for the timeout"
+    );
+    assert_eq!(tb.rm().produce_purgatory.delayed(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_creation_is_capped_by_max_partitions() {
+    let tb = TestBroker::start_manual(|c| c.max_partitions = 10).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("huge"))
+        .with_num_partitions(11)
+        .with_replication_factor(3)]);
+    let response = conn.send(&request, 5).await.unwrap();
+    assert_eq!(response.topics[0].error_code, 44, "POLICY_VIOLATION");
+    assert!(tb.rm().topics().is_empty());
+}

@@ -16,7 +16,7 @@ use crate::replica_manager::{NewTopic, ReplicaManager};
 /// Handles a CreateTopics request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> ResponseKind {
     let results = req
@@ -49,14 +49,21 @@ pub fn handle(
                 configs,
             };
             match rm.create_topic(new, req.validate_only) {
-                Ok(t) => result
-                    .with_topic_id(t.id)
-                    .with_num_partitions(t.partitions.len() as i32)
-                    .with_replication_factor(t.replication_factor)
-                    .with_configs(Some(vec![
-                        config_entry("min.insync.replicas", &t.config.min_insync_replicas.to_string()),
-                        config_entry("retention.bytes", &t.config.retention_bytes.to_string()),
-                    ])),
+                Ok(t) => {
+                    let result = result
+                        .with_topic_id(t.id)
+                        .with_num_partitions(t.partitions.len() as i32)
+                        .with_replication_factor(t.replication_factor);
+                    // The effective configs are part of the response from v5 on.
+                    if ctx.api_version >= 5 {
+                        result.with_configs(Some(vec![
+                            config_entry("min.insync.replicas", &t.config.min_insync_replicas.to_string()),
+                            config_entry("retention.bytes", &t.config.retention_bytes.to_string()),
+                        ]))
+                    } else {
+                        result
+                    }
+                }
                 Err(e) => result
                     .with_error_code(e.code)
                     .with_error_message(Some(sb(&e.message)))

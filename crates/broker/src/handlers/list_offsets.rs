@@ -23,7 +23,7 @@ const MAX_TIMESTAMP: i64 = -3;
 /// Handles a ListOffsets request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> ResponseKind {
     let topics = req
@@ -49,9 +49,13 @@ pub fn handle(
                         MAX_TIMESTAMP => log.offset_for_max_timestamp().unwrap_or((-1, -1)),
                         ts => log.offset_for_timestamp(ts).unwrap_or((-1, -1)),
                     };
-                    base.with_offset(offset)
-                        .with_timestamp(timestamp)
-                        .with_leader_epoch(log.leader_epoch())
+                    let answer = base.with_offset(offset).with_timestamp(timestamp);
+                    // The leader epoch field exists from v4 on.
+                    if ctx.api_version >= 4 {
+                        answer.with_leader_epoch(log.leader_epoch())
+                    } else {
+                        answer
+                    }
                 })
                 .collect();
             ListOffsetsTopicResponse::default()

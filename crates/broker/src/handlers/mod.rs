@@ -23,6 +23,9 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
+#[cfg(test)]
+mod tests;
+
 /// Who sent a request, for responses, logs and the state API.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
