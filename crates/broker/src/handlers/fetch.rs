@@ -27,6 +27,9 @@ use crate::delayed::{DelayedFetch, FetchParams, FetchPartitionSpec, OpMeta};
 use crate::error_codes as ec;
 use crate::replica_manager::ReplicaManager;
 
+/// Longest a fetch may be parked, whatever `max_wait_ms` asks for.
+pub const MAX_FETCH_WAIT_MS: u64 = 60_000;
+
 /// Handles a Fetch request from a consumer or a follower.
 pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest) -> Reply {
     let replica_id = if ctx.api_version >= 15 {
@@ -104,7 +107,9 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
             ReadBound::HighWatermark
         },
     };
-    let max_wait_ms = req.max_wait_ms.max(0) as u64;
+    // A parked fetch lives until its data or its wait; cap the wait so that requests from
+    // clients that vanish cannot pile up for days. Real clients ask for well under this.
+    let max_wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT_MS);
     let kind = if is_follower {
         "follower-fetch"
     } else {
