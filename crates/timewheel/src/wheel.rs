@@ -352,6 +352,7 @@ impl<T> TimingWheel<T> {
         // Pass 1: read every list position about to be overwritten. These loads do not
         // depend on one another, so their cache misses overlap instead of queueing behind
         // each other's stores.
+        // The entry that will move into the hole (the list's last) is read too.
         let mut touched = 0u64;
         for &index in &self.unsettled {
             let entry = self.slab.entry(index);
@@ -361,6 +362,9 @@ impl<T> TimingWheel<T> {
                 &self.buckets[entry.list as usize].list
             };
             touched ^= list.items.get(entry.pos as usize).copied().unwrap_or(0) as u64;
+            if let Some(&last) = list.items.last() {
+                touched ^= self.slab.entry(last).seq;
+            }
         }
         std::hint::black_box(touched);
         // Pass 2: remove and release.
