@@ -42,5 +42,8 @@ pub use config::FollowerConfig;
 pub use fetcher::{API_VERSIONS_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION};
 pub use follower::{Follower, FollowerHandle, FollowerState, FollowerStatus, PartitionStatus};
 pub use log::PartitionLog;
-pub use scenario::{run_scenario, Action, Scenario, Step, StepApplier};
+pub use scenario::{
+    run_scenario, run_scenario_with, run_timeline, spawn_followers, Action, Scenario,
+    ScenarioFollower, Step, StepApplier,
+};
 pub use wire::KafkaConnection;
