@@ -77,7 +77,12 @@ fn main() {
         };
         let broker = Broker::start(config).await.expect("broker");
         let bootstrap = broker.local_addr().to_string();
-        let followers = EmbeddedFollowers::start(&bootstrap, &[2, 3], &FollowerConfig::default());
+        let followers = EmbeddedFollowers::start_for(
+            broker.replica_manager(),
+            &bootstrap,
+            &[2, 3],
+            &FollowerConfig::default(),
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         for acks in ["all", "1"] {
             let topic = format!("latency-acks-{acks}");

@@ -13,6 +13,8 @@ use followersim::{Follower, FollowerConfig, FollowerHandle, FollowerStatus};
 use parking_lot::RwLock;
 use tracing::info;
 
+use crate::replica_manager::ReplicaManager;
+
 /// The followers this process runs, by replica id.
 #[derive(Clone, Default)]
 pub struct EmbeddedFollowers {
@@ -37,6 +39,27 @@ impl EmbeddedFollowers {
             followers.inner.write().insert(id, Follower::spawn(config));
         }
         info!(?ids, %bootstrap, "embedded followers started");
+        followers
+    }
+
+    /// Like [`start`](Self::start), and tells the followers about every topic created or
+    /// deleted on `rm` as it happens (Kafka's controller does this with LeaderAndIsr).
+    pub fn start_for(
+        rm: &ReplicaManager,
+        bootstrap: &str,
+        ids: &[i32],
+        template: &FollowerConfig,
+    ) -> Self {
+        let followers = Self::start(bootstrap, ids, template);
+        let mut changes = rm.subscribe_topic_changes();
+        let watched = followers.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                for h in watched.inner.read().values() {
+                    h.refresh_metadata();
+                }
+            }
+        });
         followers
     }
 

@@ -203,7 +203,7 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
             fetch_delay_ms: rm.config.follower_fetch_delay_ms,
             ..followersim::FollowerConfig::default()
         };
-        EmbeddedFollowers::start(&bootstrap, &ids, &template)
+        EmbeddedFollowers::start_for(&rm, &bootstrap, &ids, &template)
     } else {
         EmbeddedFollowers::none()
     };

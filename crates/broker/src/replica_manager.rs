@@ -157,6 +157,7 @@ pub struct ReplicaManager {
     log_bytes: AtomicUsize,
     cluster_id: String,
     bound_port: OnceLock<i32>,
+    topics_changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl ReplicaManager {
@@ -183,6 +184,7 @@ impl ReplicaManager {
             log_bytes: AtomicUsize::new(0),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
+            topics_changed: tokio::sync::watch::channel(0).0,
             config,
         });
         schedule_isr_check(Arc::downgrade(&rm));
@@ -388,6 +390,8 @@ impl ReplicaManager {
         }
         topics.insert(name, topic.clone());
         drop(topics);
+        self.topics_changed
+            .send_modify(|generation| *generation += 1);
         info!(topic = %topic.name, partitions, replication_factor = rf, "created topic");
         Ok(topic)
     }
@@ -412,8 +416,17 @@ impl ReplicaManager {
             self.produce_purgatory.check_and_complete(&p.tp);
             self.fetch_purgatory.check_and_complete(&p.tp);
         }
+        self.topics_changed
+            .send_modify(|generation| *generation += 1);
         info!(topic = %name, "deleted topic");
         Ok(())
+    }
+
+    /// Signals every topic creation and deletion — the moment a Kafka controller would
+    /// send LeaderAndIsr to the followers. Embedded followers re-read Metadata on it, so a
+    /// new topic is replicated at once rather than on their next periodic refresh.
+    pub fn subscribe_topic_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.topics_changed.subscribe()
     }
 
     /// Hands out a producer id (InitProducerId without a transactional id).
@@ -496,6 +509,11 @@ impl ReplicaManager {
 
     /// After the HW of `tp` moved: parked produces and consumer fetches may now complete.
     pub fn on_high_watermark_advanced(&self, tp: &TopicPartition) {
+        // Data that just became replicated may now be past retention.bytes.
+        if let Some(p) = self.partition(&tp.topic, tp.partition) {
+            let freed = p.lock().enforce_retention();
+            self.release(freed);
+        }
         let produces = self.produce_purgatory.check_and_complete(tp);
         let fetches = self.fetch_purgatory.check_and_complete(tp);
         if produces + fetches > 0 {

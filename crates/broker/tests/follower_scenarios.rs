@@ -31,7 +31,7 @@ impl Cluster {
             metadata_refresh_ms: 100,
             ..FollowerConfig::default()
         };
-        let followers = EmbeddedFollowers::start(&tb.bootstrap(), &[2, 3], &template);
+        let followers = EmbeddedFollowers::start_for(tb.rm(), &tb.bootstrap(), &[2, 3], &template);
         let state = AdminState {
             rm: tb.rm().clone(),
             followers: followers.clone(),
@@ -288,4 +288,31 @@ async fn futures_offsets(
         out.push(s.await.unwrap().expect("acknowledged").1);
     }
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_followers_replicate_a_new_topic_without_waiting_for_a_metadata_refresh() {
+    let tb = TestBroker::start(|_| {}).await;
+    // Their own Metadata poll is an hour away: only the broker's topic-change signal (the
+    // LeaderAndIsr of this mock) can tell them about the new topic.
+    let template = FollowerConfig {
+        metadata_refresh_ms: 3_600_000,
+        ..FollowerConfig::default()
+    };
+    let followers = EmbeddedFollowers::start_for(tb.rm(), &tb.bootstrap(), &[2, 3], &template);
+    wait_until("both followers connected", || {
+        followers
+            .statuses()
+            .iter()
+            .all(|s| s.state == FollowerState::Running && s.connected)
+    })
+    .await;
+    create_topic(&tb.bootstrap(), "fresh", 1, 3).await;
+    let p = producer(
+        &tb.bootstrap(),
+        &[("request.timeout.ms", "30000"), ("retries", "0")],
+    );
+    let delivered = spawn_send(&p, "fresh", "first").await.unwrap();
+    assert_eq!(delivered.expect("replicated by both followers"), (0, 0));
+    followers.shutdown().await;
 }
