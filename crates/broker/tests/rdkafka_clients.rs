@@ -159,12 +159,7 @@ async fn acks_all_is_refused_with_not_enough_replicas_once_the_isr_shrank() {
         err,
         KafkaError::MessageProduction(RDKafkaErrorCode::NotEnoughReplicas)
     );
-    let log_end = tb
-        .rm()
-        .partition("shrunk", 0)
-        .unwrap()
-        .lock()
-        .log_end_offset();
+    let log_end = tb.log_end_offset("shrunk", 0);
     assert_eq!(log_end, 1, "a refused acks=all produce appends nothing");
 }
 
@@ -212,12 +207,7 @@ async fn idempotent_producer_writes_each_message_once() {
     let payloads: Vec<String> = read.iter().map(|(_, p)| p.clone()).collect();
     let expected: Vec<String> = (0..100).map(|i| format!("i{i}")).collect();
     assert_eq!(payloads, expected);
-    let log_end = tb
-        .rm()
-        .partition("idem", 0)
-        .unwrap()
-        .lock()
-        .log_end_offset();
+    let log_end = tb.log_end_offset("idem", 0);
     assert_eq!(log_end, 100, "no record written twice");
     for f in followers {
         f.shutdown().await;

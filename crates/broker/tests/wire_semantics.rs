@@ -151,14 +151,7 @@ async fn acks_zero_appends_and_sends_no_response() {
         id, versions_id,
         "the next response on the wire is ApiVersions'"
     );
-    assert_eq!(
-        tb.rm()
-            .partition("fire-and-forget", 0)
-            .unwrap()
-            .lock()
-            .log_end_offset(),
-        3
-    );
+    assert_eq!(tb.log_end_offset("fire-and-forget", 0), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,14 +197,7 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
     assert_eq!(tb.rm().produce_purgatory.watched(), 0);
     assert!(tb.rm().produce_purgatory.snapshot(10).keys.is_empty());
     // The records were appended and stay: followers can still replicate them.
-    assert_eq!(
-        tb.rm()
-            .partition("gone", 0)
-            .unwrap()
-            .lock()
-            .log_end_offset(),
-        3
-    );
+    assert_eq!(tb.log_end_offset("gone", 0), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,14 +234,7 @@ async fn idempotent_retries_are_deduplicated_and_gaps_refused() {
         .await
         .unwrap();
     assert_eq!(partition_result(&retry), (0, 0));
-    assert_eq!(
-        tb.rm()
-            .partition("idem-wire", 0)
-            .unwrap()
-            .lock()
-            .log_end_offset(),
-        2
-    );
+    assert_eq!(tb.log_end_offset("idem-wire", 0), 2);
     // Sequence 5 after 0..=1 leaves a gap.
     let gap = (producer.0, producer.1, 5);
     let response = conn
@@ -365,12 +344,7 @@ async fn the_memory_cap_evicts_replicated_data_and_refuses_what_it_cannot_hold()
         "the cap must refuse unreplicated data rather than evict it"
     );
     assert!(tb.rm().log_bytes() <= cap);
-    let log_end = tb
-        .rm()
-        .partition("capped", 0)
-        .unwrap()
-        .lock()
-        .log_end_offset();
+    let log_end = tb.log_end_offset("capped", 0);
     let log_start = tb
         .rm()
         .partition("capped", 0)

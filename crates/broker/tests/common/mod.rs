@@ -64,6 +64,14 @@ impl TestBroker {
             .high_watermark()
     }
 
+    pub fn log_end_offset(&self, topic: &str, partition: i32) -> i64 {
+        self.rm()
+            .partition(topic, partition)
+            .expect("partition exists")
+            .lock()
+            .log_end_offset()
+    }
+
     pub fn isr(&self, topic: &str, partition: i32) -> Vec<i32> {
         self.rm()
             .partition(topic, partition)
