@@ -92,6 +92,10 @@ const DUE: u32 = NIL - 1;
 /// How many cancelled entries wait before their removal is done in one batch.
 pub const SETTLE_BATCH: usize = 64;
 
+/// Flushes read this many entries ahead of placing them (see `flush`): enough to keep the
+/// memory system busy, few enough (16 KiB of entries) to stay in the L1/L2 cache.
+const PREFETCH_CHUNK: usize = 256;
+
 /// A timer that has fired: its deadline and its payload.
 #[derive(Debug)]
 pub struct Expired<T> {
@@ -565,16 +569,31 @@ impl<T> TimingWheel<T> {
         (id, bucket_expiration)
     }
 
-    /// Re-place every entry of a bucket whose expiration has come. The indices are read in
-    /// order and each entry is then touched independently, so the cache misses overlap.
+    /// Re-place every entry of a bucket whose expiration has come.
+    ///
+    /// Entries are handled in chunks: first every entry of the chunk is read (the loads are
+    /// independent, so their cache misses overlap), then each is placed, now from cache.
+    /// Placing straight away would leave the processor waiting on one miss at a time.
     fn flush(&mut self, bucket: u32) {
         let items = self.buckets[bucket as usize].list.take();
-        for &index in &items {
-            self.slab.mark_unlisted(index);
-            self.place(index);
+        for chunk in items.chunks(PREFETCH_CHUNK) {
+            self.touch_all(chunk);
+            for &index in chunk {
+                self.slab.mark_unlisted(index);
+                self.place(index);
+            }
         }
         let used = items.len();
         self.buckets[bucket as usize].list.recycle(items, used);
+    }
+
+    /// Read every listed entry once, so that their cache lines are fetched in parallel.
+    fn touch_all(&self, indices: &[u32]) {
+        let mut touched = 0u64;
+        for &index in indices {
+            touched ^= self.slab.entry(index).deadline;
+        }
+        std::hint::black_box(touched);
     }
 
     /// Hand out every entry of the due list.
@@ -584,17 +603,20 @@ impl<T> TimingWheel<T> {
         }
         let items = self.due.take();
         out.reserve(items.len());
-        for &index in &items {
-            self.slab.mark_unlisted(index);
-            let (deadline_ms, seq) = {
-                let e = self.slab.entry(index);
-                (e.deadline, e.seq)
-            };
-            out.push(Expired {
-                deadline_ms,
-                seq,
-                value: self.slab.free(index),
-            });
+        for chunk in items.chunks(PREFETCH_CHUNK) {
+            self.touch_all(chunk);
+            for &index in chunk {
+                self.slab.mark_unlisted(index);
+                let (deadline_ms, seq) = {
+                    let e = self.slab.entry(index);
+                    (e.deadline, e.seq)
+                };
+                out.push(Expired {
+                    deadline_ms,
+                    seq,
+                    value: self.slab.free(index),
+                });
+            }
         }
         let used = items.len();
         self.due.recycle(items, used);
