@@ -403,3 +403,106 @@ async fn topic_creation_is_capped_by_max_partitions() {
     assert_eq!(response.topics[0].error_code, 44, "POLICY_VIOLATION");
     assert!(tb.rm().topics().is_empty());
 }
+
+fn long_poll(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(replica_id.into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_consumer_fetch_completes_on_hw_advance_not_on_append() {
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    create(&mut conn, "longpoll", 3, &[]).await;
+    let mut consumer = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let fetch_id = consumer
+        .write_request(&long_poll("longpoll", -1, 0, 10_000), 12)
+        .await
+        .unwrap();
+    wait_until("the consumer fetch to be parked", || {
+        tb.rm().fetch_purgatory.delayed() == 1
+    })
+    .await;
+
+    // acks=1: appended (LEO 1) but not replicated (HW 0). A consumer may not see it yet.
+    let r = conn
+        .send(&produce("longpoll", 1, 1000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    assert_eq!(partition_result(&r), (0, 0));
+    assert_eq!(
+        tb.rm().fetch_purgatory.delayed(),
+        1,
+        "an append alone must not wake a consumer fetch"
+    );
+
+    // Followers replicate it: the HW moves to 1 and the parked consumer fetch completes.
+    let mut f2 = ManualFollower::connect(tb.addr, 2).await;
+    let mut f3 = ManualFollower::connect(tb.addr, 3).await;
+    f2.fetch("longpoll", 0, 1).await;
+    f3.fetch("longpoll", 0, 1).await;
+    let (id, response) = consumer.read_response::<FetchRequest>(12).await.unwrap();
+    assert_eq!(id, fetch_id);
+    let data = &response.responses[0].partitions[0];
+    assert_eq!(data.high_watermark, 1);
+    assert!(
+        data.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "the record, now below the HW"
+    );
+    assert_eq!(tb.rm().fetch_purgatory.delayed(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_follower_fetch_completes_on_append_and_an_idle_one_on_timeout() {
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    create(&mut conn, "replicate", 3, &[]).await;
+    let mut follower = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    follower
+        .write_request(&long_poll("replicate", 2, 0, 500), 12)
+        .await
+        .unwrap();
+    wait_until("the follower fetch to be parked", || {
+        tb.rm().fetch_purgatory.delayed() == 1
+    })
+    .await;
+    conn.send(&produce("replicate", 1, 1000, batch(2, 10, None)), 9)
+        .await
+        .unwrap();
+    let (_, response) = follower.read_response::<FetchRequest>(12).await.unwrap();
+    let data = &response.responses[0].partitions[0];
+    assert!(
+        data.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "a follower reads up to the log end"
+    );
+    assert_eq!(data.high_watermark, 0, "not replicated yet");
+
+    // Nothing new: the next long poll waits max_wait_ms on the broker clock, then answers empty.
+    follower
+        .write_request(&long_poll("replicate", 2, 2, 500), 12)
+        .await
+        .unwrap();
+    wait_until("the follower fetch to be parked", || {
+        tb.rm().fetch_purgatory.delayed() == 1
+    })
+    .await;
+    tb.rm().timer.advance_by(499);
+    assert_eq!(tb.rm().fetch_purgatory.delayed(), 1);
+    tb.rm().timer.advance_by(1);
+    let (_, response) = follower.read_response::<FetchRequest>(12).await.unwrap();
+    assert!(response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_none_or(|r| r.is_empty()));
+    assert_eq!(tb.rm().fetch_purgatory.expired(), 1);
+}
