@@ -132,7 +132,7 @@ impl DelayedFetch {
             client = %self.meta.client_id,
             keys = ?keys,
             deadline_ms = self.meta.deadline_ms,
-            waits_for = %self.describe(),
+            waits_for = %self.waits_for(),
             "created: fetch parked until min_bytes are available or max_wait_ms passes"
         );
     }
@@ -167,6 +167,17 @@ impl DelayedOperation for DelayedFetch {
     }
 
     fn describe(&self) -> String {
+        format!(
+            "{} waits for {}",
+            self.meta.who("DelayedFetch"),
+            self.waits_for()
+        )
+    }
+}
+
+impl DelayedFetch {
+    /// What the operation still needs, in words.
+    fn waits_for(&self) -> String {
         let bound = match self.params.bound {
             ReadBound::LogEnd => "log end",
             ReadBound::HighWatermark => "high watermark",

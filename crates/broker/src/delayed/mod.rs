@@ -64,6 +64,14 @@ impl OpMeta {
         }
     }
 
+    /// Who is waiting, for snapshots: `DelayedProduce: produce #7 from "rdkafka" (127.0.0.1:50412)`.
+    pub fn who(&self, operation: &str) -> String {
+        format!(
+            "{operation}: {} #{} from {:?} ({})",
+            self.kind, self.correlation_id, self.client_id, self.peer
+        )
+    }
+
     /// How long the operation has waited so far, on the broker clock.
     pub fn waited_ms(&self) -> u64 {
         self.timer.now_ms().saturating_sub(self.created_ms)

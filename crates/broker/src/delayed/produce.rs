@@ -53,7 +53,7 @@ impl DelayedProduce {
             client = %self.meta.client_id,
             keys = ?keys,
             deadline_ms = self.meta.deadline_ms,
-            waits_for = %self.describe(),
+            waits_for = %self.waits_for(),
             "created: acks=all produce parked until the high watermark passes it"
         );
     }
@@ -137,6 +137,17 @@ impl DelayedOperation for DelayedProduce {
     }
 
     fn describe(&self) -> String {
+        format!(
+            "{} waits for {}",
+            self.meta.who("DelayedProduce"),
+            self.waits_for()
+        )
+    }
+}
+
+impl DelayedProduce {
+    /// What the operation still needs, in words.
+    fn waits_for(&self) -> String {
         let statuses = self.statuses.lock();
         let mut parts = Vec::new();
         for (_, partitions) in statuses.iter() {
