@@ -17,6 +17,7 @@
 //! | [`timer`] | `SystemTimer` | the shared, locked wheel plus its driver thread |
 //! | [`purgatory`] | `DelayedOperation`, `DelayedOperationPurgatory` | watch keys, complete exactly once, expire |
 //! | [`snapshot`] | (metrics) | read-only pictures for the state API |
+//! | `hash` | | a fast hasher for the purgatory's watcher maps |
 //!
 //! Start with [`Timer`] (schedule closures, cancel them) and [`Purgatory`] (park
 //! operations). The crate's README draws the wheel and reports benchmark results.
