@@ -694,6 +694,9 @@ where
     }
 
     /// Operations whose timeout is pending in the timer, Kafka's `NumDelayedOperations`.
+    /// A timeout counts until it is cancelled or its task has run (a timeout the driver has
+    /// already taken out of the wheel but not yet run still counts, even if its operation
+    /// was completed meanwhile).
     pub fn delayed(&self) -> usize {
         self.core.delayed.load(Ordering::Acquire)
     }

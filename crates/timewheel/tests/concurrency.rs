@@ -106,7 +106,11 @@ impl DelayedOperation for Raced {
 #[test]
 fn completion_racing_expiry_completes_each_operation_once() {
     let timer = Timer::system(TimerConfig::default());
-    let purgatory = Arc::new(Purgatory::new("race", timer, PurgatoryConfig::default()));
+    let purgatory = Arc::new(Purgatory::new(
+        "race",
+        timer.clone(),
+        PurgatoryConfig::default(),
+    ));
     let (done_tx, done_rx) = mpsc::channel();
     let n = 3_000;
     let (handle_tx, handle_rx) = mpsc::channel();
@@ -145,6 +149,15 @@ fn completion_racing_expiry_completes_each_operation_once() {
             .recv_timeout(HANG_GUARD)
             .expect("remaining operations expire");
     }
+    // A timeout whose operation was force-completed may already have been taken out of
+    // the wheel by the driver (so the cancel found nothing) and not have run yet; it still
+    // counts as delayed until it runs. The driver runs tasks in due-time order, so a task
+    // due after every timeout is a barrier: once it has run, they all have.
+    let (barrier_tx, barrier_rx) = mpsc::channel();
+    timer.schedule(5, move || barrier_tx.send(()).unwrap());
+    barrier_rx
+        .recv_timeout(HANG_GUARD)
+        .expect("barrier task ran");
     let mut expired = 0;
     for h in &handles {
         let op = h.operation();
