@@ -117,13 +117,13 @@ async fn main() -> Result<()> {
     if let Some(records) = &pd.records {
         let checked = check_batches(records, offset, true)?;
         for b in &checked.batches {
-            if let Some(h) = followersim::batch::parse_header(b) {
+            if let Some(h) = replog::batch::BatchHeader::parse(b) {
                 println!(
                     "  batch {}..={} ({} records, {} bytes, leader epoch {})",
                     h.base_offset,
                     h.last_offset(),
                     h.record_count,
-                    h.size(),
+                    b.len(),
                     h.partition_leader_epoch
                 );
             }

@@ -1,4 +1,4 @@
-//! Record batches as a follower sees them: header parsing and integrity checks.
+//! Record batches as a follower sees them: integrity and contiguity checks.
 //!
 //! # The Kafka concept
 //!
@@ -8,89 +8,23 @@
 //! response carries those very bytes. So the follower's job is mostly to check it received
 //! whole, undamaged batches that start exactly where its own log ends, and to append them.
 //!
-//! The v2 batch header (all integers big-endian):
-//!
-//! ```text
-//! offset  size  field
-//!      0     8  baseOffset            first offset in the batch
-//!      8     4  batchLength           bytes that follow this field (batch size = 12 + batchLength)
-//!     12     4  partitionLeaderEpoch  set by the leader on append
-//!     16     1  magic                 2 for the current format
-//!     17     4  crc                   CRC-32C of every byte from `attributes` (offset 21) to the end
-//!     21     2  attributes            compression, timestamp type, transactional, control
-//!     23     4  lastOffsetDelta       last offset in the batch = baseOffset + lastOffsetDelta
-//!     27     8  baseTimestamp
-//!     35     8  maxTimestamp
-//!     43     8  producerId
-//!     51     2  producerEpoch
-//!     53     4  baseSequence
-//!     57     4  recordCount
-//!     61        records...
-//! ```
-//!
-//! Because the CRC starts at `attributes`, the two fields the leader rewrites (base offset and
-//! leader epoch) are outside it, which is what lets the leader stamp them without recomputing
-//! the checksum.
+//! The v2 batch header layout, its field offsets and the header parser are shared with the
+//! leader's log: see [`replog::batch`], whose [`BatchHeader`] this module uses. The two
+//! points that matter most here: a batch is `LOG_OVERHEAD + batchLength` bytes long
+//! ([`LOG_OVERHEAD`] = 12, `baseOffset` plus `batchLength`), and its CRC-32C covers every
+//! byte from `attributes` (offset 21) to the end. Because the CRC starts there, the two
+//! fields the leader rewrites (base offset and leader epoch) are outside it, which is what
+//! lets the leader stamp them without recomputing the checksum.
 //!
 //! A Fetch response may end with a *partial* batch: the leader cuts the response at
 //! `max_bytes` (KIP-74), even in the middle of a batch. That is not corruption; the follower
 //! drops the tail and fetches it again next time, from its new log end offset.
 
 use bytes::Bytes;
+use replog::batch::{
+    compute_crc, read_log_prefix, BatchHeader, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_HEADER_LEN,
+};
 use std::fmt;
-
-/// Size of the v2 record batch header, up to and including `recordCount`.
-pub const BATCH_HEADER_LEN: usize = 61;
-
-/// Size of the prefix that every message format shares: `baseOffset` (8) + `batchLength` (4).
-/// The total size of a batch is this plus `batchLength`.
-pub const LOG_OVERHEAD: usize = 12;
-
-/// Byte position where the CRC-32C coverage starts (the `attributes` field).
-pub const CRC_START: usize = 21;
-
-/// The only message format this simulator accepts (Kafka's current one).
-pub const MAGIC_V2: i8 = 2;
-
-/// The fixed header fields of one v2 record batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchHeader {
-    /// Offset of the first record in the batch.
-    pub base_offset: i64,
-    /// Length of the batch after the `batchLength` field itself.
-    pub batch_length: i32,
-    /// Epoch of the leader that appended the batch.
-    pub partition_leader_epoch: i32,
-    /// Message format version (2).
-    pub magic: i8,
-    /// CRC-32C the producer computed over bytes `21..end`.
-    pub crc: u32,
-    /// Compression codec, timestamp type, transactional and control flags.
-    pub attributes: i16,
-    /// `last offset - base offset`.
-    pub last_offset_delta: i32,
-    /// Largest record timestamp in the batch (milliseconds since the Unix epoch).
-    pub max_timestamp: i64,
-    /// Number of records the batch says it holds.
-    pub record_count: i32,
-}
-
-impl BatchHeader {
-    /// Total size of the batch in bytes (`12 + batchLength`).
-    pub fn size(&self) -> usize {
-        LOG_OVERHEAD + self.batch_length.max(0) as usize
-    }
-
-    /// Offset of the last record in the batch.
-    pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
-    }
-
-    /// The offset right after this batch: where the next batch must start.
-    pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
-    }
-}
 
 /// Why a run of record batches was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,52 +107,11 @@ impl fmt::Display for BatchError {
 
 impl std::error::Error for BatchError {}
 
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(a)
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    i32::from_be_bytes(a)
-}
-
-fn be_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_be_bytes(a)
-}
-
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
-}
-
-/// Reads the fixed header of the batch at the start of `buf`.
+/// Checks one complete batch: magic 2, a sane offset delta, and a valid CRC-32C.
 ///
-/// Returns `None` if `buf` is shorter than a header (the caller decides whether that means
-/// "partial batch" or "corrupt"). Does not check the CRC; see [`verify_batch`].
-pub fn parse_header(buf: &[u8]) -> Option<BatchHeader> {
-    if buf.len() < BATCH_HEADER_LEN {
-        return None;
-    }
-    Some(BatchHeader {
-        base_offset: be_i64(buf, 0),
-        batch_length: be_i32(buf, 8),
-        partition_leader_epoch: be_i32(buf, 12),
-        magic: buf[16] as i8,
-        crc: be_u32(buf, 17),
-        attributes: be_i16(buf, 21),
-        last_offset_delta: be_i32(buf, 23),
-        max_timestamp: be_i64(buf, 35),
-        record_count: be_i32(buf, 57),
-    })
-}
-
-/// Checks one complete batch: magic 2, a sane length and offset delta, and a valid CRC-32C.
-///
-/// `batch` must be exactly the batch's bytes (`header.size()` long).
+/// `batch` must be exactly the batch's bytes (`header.size_in_bytes()` long). Unlike the
+/// leader's [`replog::batch::validate_batch`], this does not judge what a client may
+/// write (control batches, producer ids): a follower copies whatever the leader stored.
 pub fn verify_batch(header: &BatchHeader, batch: &[u8]) -> Result<(), BatchError> {
     let base_offset = header.base_offset;
     if header.magic != MAGIC_V2 {
@@ -238,7 +131,7 @@ pub fn verify_batch(header: &BatchHeader, batch: &[u8]) -> Result<(), BatchError
             last_offset_delta: header.last_offset_delta,
         });
     }
-    let computed = crc32c::crc32c(&batch[CRC_START..]);
+    let computed = compute_crc(batch).unwrap_or(0);
     if computed != header.crc {
         return Err(BatchError::CrcMismatch {
             base_offset,
@@ -293,14 +186,12 @@ pub fn check_batches(
     let mut pos = 0usize;
     while pos < records.len() {
         let rest = &records[pos..];
-        if rest.len() < LOG_OVERHEAD {
+        let Some((base_offset, batch_length)) = read_log_prefix(rest) else {
             // Not even the size prefix: a partial batch.
             out.partial_tail_bytes = rest.len();
             break;
-        }
-        let base_offset = be_i64(rest, 0);
-        let batch_length = be_i32(rest, 8);
-        if batch_length < (BATCH_HEADER_LEN - LOG_OVERHEAD) as i32 {
+        };
+        if batch_length < (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD) as i32 {
             return Err(BatchError::BadLength {
                 base_offset,
                 batch_length,
@@ -312,8 +203,8 @@ pub fn check_batches(
             break;
         }
         let batch = &rest[..size];
-        // `size >= BATCH_HEADER_LEN` was checked above, so the header parses.
-        let Some(header) = parse_header(batch) else {
+        // `size >= RECORD_BATCH_HEADER_LEN` was checked above, so the header parses.
+        let Some(header) = BatchHeader::parse(batch) else {
             return Err(BatchError::BadLength {
                 base_offset,
                 batch_length,
@@ -345,12 +236,13 @@ pub fn check_batches(
 pub(crate) mod testing {
     //! Hand-built record batches for tests.
     use super::*;
+    use replog::batch::field;
 
     /// Builds a valid v2 batch with `records` records starting at `base_offset`.
     /// The record bodies are opaque filler: the follower never looks inside records.
     pub fn batch(base_offset: i64, records: i32) -> Vec<u8> {
         let body = vec![0xabu8; 10 * records as usize];
-        let batch_length = (BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()) as i32;
+        let batch_length = (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()) as i32;
         let mut b = Vec::with_capacity(LOG_OVERHEAD + batch_length as usize);
         b.extend_from_slice(&base_offset.to_be_bytes());
         b.extend_from_slice(&batch_length.to_be_bytes());
@@ -366,9 +258,14 @@ pub(crate) mod testing {
         b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
         b.extend_from_slice(&records.to_be_bytes());
         b.extend_from_slice(&body);
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        set_crc(&mut b);
         b
+    }
+
+    /// Recomputes and stores the CRC-32C of a hand-edited batch.
+    pub fn set_crc(b: &mut [u8]) {
+        let crc = compute_crc(b).expect("a whole header");
+        b[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
     }
 
     /// Concatenates batches into one `records` field.
@@ -385,12 +282,12 @@ mod tests {
     #[test]
     fn parses_a_hand_built_header() {
         let b = batch(42, 3);
-        let h = parse_header(&b).expect("header");
+        let h = BatchHeader::parse(&b).expect("header");
         assert_eq!(h.base_offset, 42);
         assert_eq!(h.magic, 2);
         assert_eq!(h.last_offset_delta, 2);
         assert_eq!(h.record_count, 3);
-        assert_eq!(h.size(), b.len());
+        assert_eq!(h.size_in_bytes(), Some(b.len()));
         assert_eq!(h.last_offset(), 44);
         assert_eq!(h.next_offset(), 45);
         assert!(verify_batch(&h, &b).is_ok());
@@ -533,8 +430,7 @@ mod tests {
     fn negative_offset_delta_is_rejected() {
         let mut b = batch(0, 1);
         b[23..27].copy_from_slice(&(-1i32).to_be_bytes());
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        set_crc(&mut b);
         assert!(matches!(
             check_batches(&Bytes::from(b), 0, false),
             Err(BatchError::BadOffsetDelta { .. })

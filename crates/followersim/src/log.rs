@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(log.retained_bytes(), one * 3);
         let first = log.retained_batches().next().expect("kept");
         assert_eq!(
-            crate::batch::parse_header(first).map(|h| h.base_offset),
+            replog::batch::BatchHeader::parse(first).map(|h| h.base_offset),
             Some(7)
         );
 

@@ -188,6 +188,13 @@ impl BatchHeader {
             .saturating_add(i64::from(self.last_offset_delta))
     }
 
+    /// The offset right after this batch, `last_offset() + 1` (saturating): where the
+    /// next batch in the log must start, and the offset a follower or consumer fetches
+    /// from once it has this batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().saturating_add(1)
+    }
+
     /// Whether the transactional attribute bit is set.
     pub fn is_transactional(&self) -> bool {
         self.attributes & ATTR_TRANSACTIONAL != 0
@@ -218,6 +225,18 @@ impl BatchHeader {
     pub fn last_sequence(&self) -> i32 {
         increment_sequence(self.base_sequence, self.last_offset_delta)
     }
+}
+
+/// Reads `baseOffset` and `batchLength` from the start of `buf`: the [`LOG_OVERHEAD`]
+/// bytes every message format begins with. Returns `None` if `buf` is shorter than
+/// that. Enough to tell where a batch ends (`LOG_OVERHEAD + batchLength`) before the
+/// rest of its header has arrived, e.g. to recognise a partial batch at the end of a
+/// fetch response. Nothing is validated; `batchLength` may be negative.
+pub fn read_log_prefix(buf: &[u8]) -> Option<(i64, i32)> {
+    Some((
+        read_i64(buf, field::BASE_OFFSET)?,
+        read_i32(buf, field::BATCH_LENGTH)?,
+    ))
 }
 
 /// CRC-32C of a complete batch as Kafka defines it: over the bytes from
@@ -356,7 +375,7 @@ pub fn split_and_validate(
 /// Iterates over the headers of the complete batches at the start of `records`,
 /// stopping silently at the first incomplete or unreadable one, as a Kafka client
 /// does with a fetch response. Useful to find the next fetch offset after a read:
-/// `last_offset() + 1` of the last header.
+/// [`BatchHeader::next_offset`] of the last header.
 pub fn batch_headers(records: &[u8]) -> impl Iterator<Item = BatchHeader> + '_ {
     let mut start = 0usize;
     std::iter::from_fn(move || {

@@ -2,7 +2,8 @@
 
 use super::encoder::{fix_crc, BatchBuilder};
 use crate::batch::{
-    batch_headers, field, increment_sequence, split_and_validate, validate_batch, BatchHeader,
+    batch_headers, field, increment_sequence, read_log_prefix, split_and_validate, validate_batch,
+    BatchHeader, LOG_OVERHEAD,
 };
 use crate::error::AppendError;
 
@@ -144,4 +145,28 @@ fn batch_headers_iterates_complete_batches_only() {
     assert_eq!(batch_headers(&blob).count(), 2);
     assert_eq!(batch_headers(&blob[..blob.len() - 1]).count(), 1);
     assert_eq!(batch_headers(&[]).count(), 0);
+}
+
+#[test]
+fn next_offset_follows_the_last_record() {
+    let mut bytes = BatchBuilder::new(3).build();
+    bytes[field::BASE_OFFSET..field::BASE_OFFSET + 8].copy_from_slice(&40i64.to_be_bytes());
+    let h = BatchHeader::parse(&bytes).unwrap();
+    assert_eq!((h.last_offset(), h.next_offset()), (42, 43));
+    let h = BatchHeader {
+        base_offset: i64::MAX,
+        ..h
+    };
+    assert_eq!(h.next_offset(), i64::MAX);
+}
+
+#[test]
+fn log_prefix_reads_offset_and_length_from_12_bytes() {
+    let bytes = BatchBuilder::new(2).build();
+    let h = BatchHeader::parse(&bytes).unwrap();
+    assert_eq!(
+        read_log_prefix(&bytes[..LOG_OVERHEAD]),
+        Some((h.base_offset, h.batch_length))
+    );
+    assert_eq!(read_log_prefix(&bytes[..LOG_OVERHEAD - 1]), None);
 }
