@@ -12,7 +12,17 @@ use parking_lot::Mutex;
 use replog::ReadBound;
 use timewheel::DelayedOperation;
 use tokio::sync::oneshot;
-use tracing::info;
+/// Consumer fetches are logged at info; followers long-poll all the time, so their parked
+/// fetches are logged at debug and do not drown the story of a produce.
+macro_rules! fetch_event {
+    ($follower:expr, $($arg:tt)+) => {
+        if $follower {
+            tracing::debug!($($arg)+)
+        } else {
+            tracing::info!($($arg)+)
+        }
+    };
+}
 
 use super::{OpMeta, TRACE_TARGET};
 use crate::error_codes as ec;
@@ -123,7 +133,8 @@ impl DelayedFetch {
 
     /// Traces the operation's creation.
     pub fn log_created(&self, keys: &[TopicPartition]) {
-        info!(
+        fetch_event!(
+            self.params.replica_id >= 0,
             target: TRACE_TARGET,
             kind = "DelayedFetch",
             fetcher = self.meta.kind,
@@ -151,7 +162,8 @@ impl DelayedOperation for DelayedFetch {
         } else {
             "min_bytes available"
         };
-        info!(
+        fetch_event!(
+            self.params.replica_id >= 0,
             target: TRACE_TARGET,
             kind = "DelayedFetch",
             fetcher = self.meta.kind,

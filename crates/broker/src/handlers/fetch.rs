@@ -74,6 +74,14 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
                             );
                         }
                         if u.high_watermark_advanced {
+                            info!(
+                                target: "purgatory::replication",
+                                tp = %h.tp,
+                                replica_id,
+                                high_watermark = u.high_watermark,
+                                "high watermark advanced: follower {replica_id} fetched from offset {}",
+                                p.fetch_offset
+                            );
                             hw_moved.push(h.tp.clone());
                         }
                     }
