@@ -264,3 +264,62 @@ async fn post_clock_advance(
         .unwrap_or(0);
     Json(json!({ "now_ms": s.rm.now_ms(), "fired": fired })).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BrokerConfig, ClockMode};
+
+    fn state(token: Option<&str>) -> AdminState {
+        let config = BrokerConfig {
+            clock: ClockMode::Manual,
+            ..BrokerConfig::default()
+        };
+        AdminState {
+            rm: ReplicaManager::new(config),
+            followers: EmbeddedFollowers::none(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_peers_may_change_state() {
+        let s = state(None);
+        assert!(authorize(&s, "127.0.0.1:5000".parse().unwrap(), &HeaderMap::new()).is_ok());
+        assert!(authorize(&s, "[::1]:5000".parse().unwrap(), &HeaderMap::new()).is_ok());
+        let denied =
+            authorize(&s, "192.0.2.7:5000".parse().unwrap(), &bearer("anything")).unwrap_err();
+        assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn with_a_token_every_peer_needs_it_and_loopback_is_no_exception() {
+        let s = state(Some("s3cret"));
+        assert!(authorize(&s, "192.0.2.7:5000".parse().unwrap(), &bearer("s3cret")).is_ok());
+        let no_token =
+            authorize(&s, "127.0.0.1:5000".parse().unwrap(), &HeaderMap::new()).unwrap_err();
+        assert_eq!(no_token.status(), StatusCode::UNAUTHORIZED);
+        let wrong = authorize(&s, "192.0.2.7:5000".parse().unwrap(), &bearer("guess")).unwrap_err();
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn numbers_come_from_query_plain_body_or_json() {
+        let q = HashMap::from([("ms".to_string(), "25".to_string())]);
+        assert_eq!(number_arg(&q, "", "ms"), Ok(25));
+        assert_eq!(number_arg(&HashMap::new(), " 250 ", "ms"), Ok(250));
+        assert_eq!(number_arg(&HashMap::new(), "{\"ms\": 7}", "ms"), Ok(7));
+        assert!(number_arg(&HashMap::new(), "", "ms").is_err());
+        assert!(number_arg(&HashMap::new(), "{\"bytes\": 7}", "ms").is_err());
+        assert!(number_arg(&HashMap::new(), "soon", "ms").is_err());
+    }
+}
