@@ -24,10 +24,15 @@ if ((${#need_apt[@]})); then
 fi
 
 VENV="$ROOT/.venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest, yaml' 2>/dev/null; then
-    step "creating Python venv with kafka-python and pytest"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest, yaml, confluent_kafka' 2>/dev/null; then
+    step "creating Python venv with kafka-python, confluent-kafka and pytest"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' pytest pyyaml
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' 'confluent-kafka>=2.6' pytest pyyaml
+fi
+
+if [ ! -d tests/node/node_modules/kafkajs ]; then
+    step "installing kafkajs (npm)"
+    (cd tests/node && npm install --no-audit --no-fund --silent)
 fi
 
 # ---------------------------------------------------------------- checks
@@ -42,7 +47,7 @@ cargo build --release -q --workspace --bins
 cargo test --workspace -q 2>&1
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-    step "real-client tests: kafka-python"
+    step "real-client tests: kafka-python, confluent-kafka, kafkajs"
     PURGATORY_BIN="$ROOT/target/release/purgatory" "$VENV/bin/python" -m pytest -q tests/python
 fi
 
