@@ -10,7 +10,7 @@
 //!
 //! | module | Kafka | what it is |
 //! |---|---|---|
-//! | `slab` | `TimerTaskEntry`, `TimerTaskList` | slots plus index lists with back-pointers: O(1) bucket insert and removal, no allocation per timer |
+//! | `slab` | `TimerTaskEntry`, `TimerTaskList` | slots plus index lists with tombstones: O(1) bucket insert and cancel, no allocation per timer |
 //! | `bucket_queue` | the `DelayQueue[TimerTaskList]` | which non-empty bucket is due next |
 //! | [`wheel`] | `TimingWheel` | the levels, the cascade, "never early" |
 //! | `clock` | `Time` / `MockTime` | system or manual milliseconds |

@@ -4,45 +4,54 @@
 //! bucket (`TimerTaskList`) is a circular doubly linked list of those objects. Adding a
 //! timer allocates; cancelling unlinks the object and leaves it to the garbage collector.
 //!
-//! Here every pending timer occupies one slot of a single `Vec` (the *slab*), and a bucket
-//! is a [`List`]: a vector of slot indices, while every entry remembers its position in
-//! its list (a back-pointer). That gives:
+//! Here every pending timer occupies one *slot* of a `Vec` (the *slab*), and a bucket is
+//! a [`List`]: a vector of [`Item`]s, each a slot index plus the stamp of the timer that
+//! was listed. A slot knows which list its timer is in but not where in it: a cancelled
+//! timer is not unlinked. Its slot is freed, and its item stays listed as a *tombstone*
+//! until the list is flushed or compacted (see `wheel.rs`); an item is current only while
+//! its slot is occupied by the timer with its stamp. That gives:
 //!
-//! * **O(1) insert** (push the index at the end of the list) and **O(1) removal** (move
-//!   the list's last index into the hole and fix that entry's position), with no
-//!   allocation per timer once the vectors have grown;
-//! * **cache-friendly flushes**: firing or cascading a bucket reads its indices in order
-//!   and then touches each entry independently of the others, so the processor overlaps
-//!   the cache misses. Walking a linked list instead is one dependent miss after another,
-//!   and with millions of timers every hop misses (Kafka's lists, and this crate's first
-//!   version, paid that on every flush);
-//! * **slot reuse**: a freed slot goes on a free list (LIFO, so the next insert reuses the
-//!   slot that is still warm in the cache);
-//! * **stale-key detection**: every entry records its insertion number (`seq`), and a
-//!   [`Key`] carries the low 32 bits of it. A key whose timer already fired or was
-//!   cancelled (its slot perhaps reused by a later timer) no longer matches and is refused
-//!   instead of cancelling an unrelated timer. A mix-up would need the slot to be reused by
-//!   a timer inserted exactly a multiple of 2^32 insertions later while the old key is
-//!   still held.
+//! * **O(1) insert** (push the item at the end of the list) and **O(1) cancel** touching
+//!   one slot (check the stamp, take the value out; later, from the cache, the owner
+//!   [`release`](Slab::release)s it), with no allocation per timer once the vectors have
+//!   grown;
+//! * **warm slot reuse**: the free list is last in, first out, so the next inserts reuse
+//!   the slots just cancelled, still in the cache;
+//! * **small slots**: a slot holds only what a cancel needs (stamp, list id, value: 16
+//!   bytes for a payload of up to 4 bytes); the deadline and insertion number, which only
+//!   placements and flushes read, live in a parallel array ([`Times`]), so the memory that
+//!   random cancels hit is half as large;
+//! * **cache-friendly flushes and compactions**: firing, cascading or compacting a list
+//!   reads its items in order; whether an item is current comes from the live bitmap (1 bit
+//!   per slot) and a dense copy of the stamps (4 bytes per slot), both far smaller than the
+//!   slots, so a compaction never touches a slot, and a flush touches each current timer's
+//!   times independently of the others, so the processor overlaps the cache misses.
+//!   Walking a linked list instead is one dependent miss after another;
+//! * **stale-key detection**: every timer has an insertion number (`seq`), and a [`Key`]
+//!   (like an [`Item`]) carries the low 32 bits of it. A key whose timer already fired or
+//!   was cancelled (its slot perhaps reused by a later timer) no longer matches and is
+//!   refused instead of cancelling an unrelated timer. A mix-up would need the slot to be
+//!   reused by a timer inserted exactly a multiple of 2^32 insertions later while the old
+//!   key (or tombstone) is still around.
 //!
-//! Entries are aligned to 32 bytes, so that one never straddles two cache lines: with a
-//! payload of up to 4 bytes an entry is exactly 32 bytes (two per cache line), with a
-//! 16-byte payload such as `Arc<dyn TimerTask>` it is 64. A list costs 4 more bytes per
-//! entry.
+//! Slots are aligned to 16 bytes, so that one never straddles two cache lines: 16 bytes
+//! with a payload of up to 4 bytes, 32 with a 16-byte payload such as
+//! `Arc<dyn TimerTask>`.
 //!
 //! Invariants (checked by the unit tests and, in debug builds, by `debug_assert!`):
-//! * an occupied slot has `value: Some(_)` and sits in exactly one list, at `pos`, except
-//!   transiently while its owner moves it;
-//! * a vacant slot has `value: None`; it is either on the free list (its `pos` field links
-//!   the free list) or *vacated but still listed*, waiting for its owner to remove and
-//!   release it (the wheel defers the removal of cancelled timers, see `wheel.rs`);
+//! * an occupied slot has `value: Some(_)`, its bit set, its stamp in `stamps`, and exactly
+//!   one current item, in the list its `link` names (except transiently while its owner
+//!   moves it);
+//! * a vacant slot has `value: None`; once released, its bit is clear and it is on the
+//!   free list (between [`vacate`](Slab::vacate) or [`take`](Slab::take) and
+//!   [`release`](Slab::release) its owner keeps it aside, and it still counts as current);
 //! * `len` is the number of occupied slots.
 //!
-//! Costs: `insert` amortised O(1) (the `Vec` doubles when full), `free` O(1), list
-//! operations amortised O(1); memory is `capacity * size_of::<Entry<T>>()` plus 4 bytes
-//! per listed entry.
+//! Costs: everything O(1) (amortised where a `Vec` doubles); memory is `capacity *`
+//! [`bytes_per_slot`](Slab::bytes_per_slot) plus a bit per slot, plus 8 bytes per listed
+//! item.
 
-/// The "null" index: end of the free list, or "not in a list".
+/// The "null" index: "not in a list".
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// Names one timer in a [`TimingWheel`](crate::TimingWheel): its slot index plus a stamp
@@ -56,51 +65,68 @@ pub struct Key {
     pub(crate) stamp: u32,
 }
 
-/// One slot of the slab: 32 bytes for a payload of up to 4 bytes (or one with a niche,
-/// like `Option<NonZeroU32>`), 64 for a 16-byte payload such as `Arc<dyn TimerTask>`.
-#[repr(align(32))]
-pub(crate) struct Entry<T> {
+/// The part of a timer a cancel touches: 16 bytes for a payload of up to 4 bytes (or one
+/// with a niche, like `Option<NonZeroU32>`), 32 for a 16-byte payload such as
+/// `Arc<dyn TimerTask>`. Aligned so that it never straddles two cache lines.
+#[repr(align(16))]
+pub(crate) struct Slot<T> {
+    /// The low 32 bits of the occupant's insertion number (the [`Key`] stamp).
+    stamp: u32,
+    /// Occupied: which list the timer is in (the owner decides what the ids mean), or
+    /// [`NIL`]. Vacant and released: the next slot on the free list, or [`NIL`].
+    link: u32,
+    /// The payload; `None` while the slot is vacant.
+    value: Option<T>,
+}
+
+/// The part of a timer only flushes read: when it is due and its insertion number.
+pub(crate) struct Times {
     /// When the timer is due, in milliseconds on the wheel's clock.
     pub(crate) deadline: u64,
     /// Insertion number: breaks ties between timers with the same deadline (they fire in
-    /// insertion order), and its low 32 bits are the [`Key`] stamp.
+    /// insertion order); its low 32 bits are the stamp.
     pub(crate) seq: u64,
-    /// Position in its list; when vacant and free, the next free slot (or [`NIL`]).
-    pub(crate) pos: u32,
-    /// Which list the entry is in (the owner decides what the ids mean), or [`NIL`].
-    pub(crate) list: u32,
-    /// The payload; `None` while the slot is vacant.
-    pub(crate) value: Option<T>,
 }
 
-/// A list of slab indices: O(1) push, O(1) removal by position (the last index moves
-/// into the hole), iteration in memory order.
+/// One listed timer: its slot and the stamp of the timer that was listed. It is a
+/// tombstone once that timer is gone (the slot is vacant or holds a later timer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Item {
+    pub(crate) index: u32,
+    pub(crate) stamp: u32,
+}
+
+/// A list of items, some of which may be tombstones: O(1) push, iteration in memory
+/// order, compaction in one pass.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct List {
-    pub(crate) items: Vec<u32>,
+    pub(crate) items: Vec<Item>,
+    /// How many of `items` are tombstones.
+    pub(crate) dead: usize,
 }
 
 impl List {
-    /// True if the list holds no entry.
+    /// True if the list holds no entry, live or tombstone.
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
-    /// Number of entries.
-    pub(crate) fn len(&self) -> usize {
-        self.items.len()
+    /// Number of live (occupied) entries.
+    pub(crate) fn live(&self) -> usize {
+        self.items.len() - self.dead
     }
 
-    /// Take the indices out, leaving the list empty (but keeping a spare buffer is up to
-    /// the caller: see [`List::recycle`]).
-    pub(crate) fn take(&mut self) -> Vec<u32> {
+    /// Take the indices out (live and tombstones), leaving the list empty (but keeping a
+    /// spare buffer is up to the caller: see [`List::recycle`]).
+    pub(crate) fn take(&mut self) -> Vec<Item> {
+        self.dead = 0;
         std::mem::take(&mut self.items)
     }
 
     /// Give an emptied buffer back so the next round of pushes does not reallocate. A
     /// buffer much larger than the `used` entries it last held is shrunk, so one burst does
     /// not pin memory forever.
-    pub(crate) fn recycle(&mut self, mut buffer: Vec<u32>, used: usize) {
+    pub(crate) fn recycle(&mut self, mut buffer: Vec<Item>, used: usize) {
         buffer.clear();
         let keep = (2 * used).max(16);
         if buffer.capacity() > 2 * keep {
@@ -112,23 +138,41 @@ impl List {
     }
 }
 
-/// A growable array of entries with a free list and intrusive list operations.
+/// Growable arrays of slots and times with a free list and a live bitmap.
 pub(crate) struct Slab<T> {
-    entries: Vec<Entry<T>>,
+    slots: Vec<Slot<T>>,
+    times: Vec<Times>,
+    /// First released vacant slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
+    /// Bit `i` is set iff slot `i` is occupied (vacated but unreleased slots count as
+    /// occupied here, see [`Slab::vacate`]).
+    live: Vec<u64>,
+    /// `stamps[i]` is slot `i`'s stamp: a dense copy that flushes and compactions read
+    /// (4 bytes a slot, so they stay in the cache far better than the slots).
+    stamps: Vec<u32>,
     len: usize,
 }
 
 impl<T> Slab<T> {
-    /// An empty slab with room for `capacity` entries before it reallocates.
+    /// An empty slab with room for `capacity` timers before it reallocates.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        let entries = Vec::with_capacity(capacity);
-        advise_huge_pages(&entries);
+        let slots = Vec::with_capacity(capacity);
+        let times = Vec::with_capacity(capacity);
+        advise_huge_pages(&slots);
+        advise_huge_pages(&times);
         Slab {
-            entries,
+            slots,
+            times,
             free_head: NIL,
+            live: Vec::with_capacity(capacity.div_ceil(64)),
+            stamps: Vec::with_capacity(capacity),
             len: 0,
         }
+    }
+
+    /// Bytes per timer: a slot, its times and its bit.
+    pub(crate) fn bytes_per_slot() -> usize {
+        std::mem::size_of::<Slot<T>>() + std::mem::size_of::<Times>() + 4
     }
 
     /// Number of occupied slots.
@@ -138,74 +182,124 @@ impl<T> Slab<T> {
 
     /// Number of slots the slab can hold without reallocating.
     pub(crate) fn capacity(&self) -> usize {
-        self.entries.capacity()
+        self.slots.capacity()
     }
 
-    /// Store a value in a free slot (reusing the most recently freed one) and return its key.
-    /// The entry is not linked in any list yet.
+    /// Store a value in a free slot (reusing the most recently released one) and return
+    /// its key. The caller must list it in list `link`.
     #[inline]
-    pub(crate) fn insert(&mut self, deadline: u64, seq: u64, value: T) -> Key {
+    pub(crate) fn insert(&mut self, deadline: u64, seq: u64, value: T, link: u32) -> Key {
         self.len += 1;
-        if self.free_head != NIL {
-            let index = self.free_head;
-            let entry = &mut self.entries[index as usize];
-            debug_assert!(
-                entry.value.is_none(),
-                "free list points at an occupied slot"
-            );
-            self.free_head = entry.pos;
-            entry.deadline = deadline;
-            entry.seq = seq;
-            entry.pos = NIL;
-            entry.list = NIL;
-            entry.value = Some(value);
-            Key {
-                index,
-                stamp: seq as u32,
+        let stamp = seq as u32;
+        let index = self.free_head;
+        if index != NIL {
+            let at = index as usize;
+            debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
+            // SAFETY: the free list only holds indices of slots that exist (`release`
+            // indexes the slot before linking it), and `times`, `stamps` and `live` always
+            // cover every slot (they grow together in the other branch).
+            unsafe {
+                let slot = self.slots.get_unchecked_mut(at);
+                self.free_head = slot.link;
+                *slot = Slot {
+                    stamp,
+                    link,
+                    value: Some(value),
+                };
+                *self.times.get_unchecked_mut(at) = Times { deadline, seq };
+                *self.stamps.get_unchecked_mut(at) = stamp;
+                *self.live.get_unchecked_mut(at / 64) |= 1 << (at % 64);
             }
+            Key { index, stamp }
         } else {
-            let index = u32::try_from(self.entries.len())
-                .ok()
-                .filter(|&i| i != NIL)
-                .expect("timing wheel holds at most u32::MAX - 1 timers");
-            if self.entries.len() == self.entries.capacity() {
-                self.grow();
-            }
-            self.entries.push(Entry {
-                deadline,
-                seq,
-                pos: NIL,
-                list: NIL,
-                value: Some(value),
-            });
-            Key {
-                index,
-                stamp: seq as u32,
-            }
+            self.insert_new(deadline, seq, value, link)
         }
     }
 
-    /// Double the capacity (at least 64 slots), advising huge pages for the new buffer.
+    /// [`insert`](Slab::insert) into a new slot at the end.
+    #[inline(never)]
+    fn insert_new(&mut self, deadline: u64, seq: u64, value: T, link: u32) -> Key {
+        let stamp = seq as u32;
+        let index = u32::try_from(self.slots.len())
+            .ok()
+            .filter(|&i| i != NIL)
+            .expect("timing wheel holds at most u32::MAX - 1 timers");
+        if self.slots.len() == self.slots.capacity() {
+            self.grow();
+        }
+        self.slots.push(Slot {
+            stamp,
+            link,
+            value: Some(value),
+        });
+        self.times.push(Times { deadline, seq });
+        self.stamps.push(stamp);
+        if index % 64 == 0 {
+            self.live.push(1);
+        } else {
+            self.live[(index / 64) as usize] |= 1 << (index % 64);
+        }
+        Key { index, stamp }
+    }
+
+    /// Double the capacity (at least 64 slots), advising huge pages for the new buffers.
     #[cold]
     fn grow(&mut self) {
-        self.entries.reserve_exact(self.entries.capacity().max(64));
-        advise_huge_pages(&self.entries);
+        let more = self.slots.capacity().max(64);
+        self.slots.reserve_exact(more);
+        self.times
+            .reserve_exact(self.slots.capacity() - self.times.len());
+        advise_huge_pages(&self.slots);
+        advise_huge_pages(&self.times);
     }
 
     /// The slot's index if `key` still names the timer it was issued for.
     #[inline]
     pub(crate) fn resolve(&self, key: Key) -> Option<u32> {
-        let entry = self.entries.get(key.index as usize)?;
-        (entry.seq as u32 == key.stamp && entry.value.is_some()).then_some(key.index)
+        let slot = self.slots.get(key.index as usize)?;
+        (slot.stamp == key.stamp && slot.value.is_some()).then_some(key.index)
     }
 
-    /// Shared access to a slot.
+    /// Take the value out of the slot `key` names, if `key` is not stale: the first half
+    /// of a cancel (see [`vacate`](Slab::vacate)); the slot's index is `key.index`.
     #[inline]
-    pub(crate) fn entry(&self, index: u32) -> &Entry<T> {
-        &self.entries[index as usize]
+    pub(crate) fn take(&mut self, key: Key) -> Option<T> {
+        let slot = self.slots.get_mut(key.index as usize)?;
+        if slot.stamp != key.stamp {
+            return None;
+        }
+        let value = slot.value.take()?;
+        self.len -= 1;
+        Some(value)
     }
 
-    /// Free an occupied slot that has already been unlinked, returning its value.
+    /// The deadline and insertion number of a slot's timer.
+    #[inline]
+    pub(crate) fn times(&self, index: u32) -> &Times {
+        &self.times[index as usize]
+    }
+
+    /// The list an occupied slot is in.
+    #[inline]
+    pub(crate) fn list_of(&self, index: u32) -> u32 {
+        self.slots[index as usize].link
+    }
+
+    /// True if `item` names the timer that occupies its slot (it is not a tombstone).
+    /// Reads the bitmap and the dense stamps, never the slot, and does not branch (in a
+    /// list, tombstones and live entries come in random order).
+    #[inline]
+    pub(crate) fn is_current(&self, item: Item) -> bool {
+        let index = item.index as usize;
+        let bit = (self.live[index / 64] >> (index % 64)) as usize & 1;
+        // A vacant slot needs no stamp: read a stamp that is certainly cached instead of
+        // fetching its own (arithmetic, not a branch).
+        let at = index & bit.wrapping_neg();
+        (bit == 1) & (self.stamps[at] == item.stamp)
+    }
+
+    /// Free an occupied slot, returning its value: it goes on the free list at once,
+    /// whether or not its item is still listed (the item is a tombstone from now on).
     /// Outstanding keys become stale (the slot is vacant, and a later occupant has another
     /// insertion number).
     #[inline]
@@ -215,61 +309,70 @@ impl<T> Slab<T> {
         value
     }
 
-    /// Take the value out of an occupied slot that may still be listed (a cancelled timer
-    /// whose removal is deferred). Outstanding keys become stale at once; the slot must
-    /// be removed from its list and [`release`](Slab::release)d later.
+    /// The first half of [`free`](Slab::free): take the value out, making outstanding keys
+    /// stale at once. Only `len` drops now; the slot is reused only after its owner has
+    /// [`release`](Slab::release)d it.
     #[inline]
     pub(crate) fn vacate(&mut self, index: u32) -> T {
         self.len -= 1;
-        self.entries[index as usize]
+        self.slots[index as usize]
             .value
             .take()
             .expect("vacating a vacant slot")
     }
 
-    /// Put a vacant slot that is in no list on the free list.
+    /// The second half of [`free`](Slab::free): put a vacated slot on the free list (its
+    /// item, if still listed, is a tombstone from now on).
     #[inline]
     pub(crate) fn release(&mut self, index: u32) {
-        let entry = &mut self.entries[index as usize];
-        debug_assert_eq!(entry.list, NIL, "releasing a slot that is still listed");
-        debug_assert!(entry.value.is_none(), "releasing an occupied slot");
-        entry.pos = self.free_head;
+        self.live[(index / 64) as usize] &= !(1 << (index % 64));
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(slot.value.is_none(), "releasing an occupied slot");
+        slot.link = self.free_head;
         self.free_head = index;
     }
 
-    /// Append a slot that is in no list to `list`, whose id is `list_id`. Amortised O(1).
+    /// Append an occupied slot that is in no list to `list`, whose id is `list_id`.
+    /// Amortised O(1).
     #[inline]
     pub(crate) fn push(&mut self, list: &mut List, list_id: u32, index: u32) {
-        let entry = &mut self.entries[index as usize];
-        entry.pos = list.items.len() as u32;
-        entry.list = list_id;
-        list.items.push(index);
+        let slot = &mut self.slots[index as usize];
+        slot.link = list_id;
+        list.items.push(Item {
+            index,
+            stamp: slot.stamp,
+        });
     }
 
-    /// Remove a slot from `list` (which must be the list it is in): the list's last index
-    /// moves into its place. O(1).
-    #[inline]
-    pub(crate) fn remove_from(&mut self, list: &mut List, index: u32) {
-        let pos = {
-            let entry = &mut self.entries[index as usize];
-            let pos = entry.pos;
-            entry.pos = NIL;
-            entry.list = NIL;
-            pos
-        };
-        let last = list.items.pop().expect("removing from an empty list");
-        if last != index {
-            list.items[pos as usize] = last;
-            self.entries[last as usize].pos = pos;
+    /// Drop every tombstone from `list`; current items keep their order. Reads only the
+    /// list, the bitmap and the slots whose bit is set, and does not branch on what it
+    /// finds (tombstones and live entries come in random order).
+    pub(crate) fn compact(&self, list: &mut List) {
+        let expected = list.live();
+        let items = &mut list.items;
+        let mut kept = 0;
+        for at in 0..items.len() {
+            let item = items[at];
+            items[kept] = item;
+            kept += usize::from(self.is_current(item));
         }
+        items.truncate(kept);
+        debug_assert_eq!(items.len(), expected, "tombstone count");
+        list.dead = 0;
+    }
+
+    /// Empty a list that holds only tombstones (their slots are already free).
+    pub(crate) fn clear_dead(&self, list: &mut List) {
+        debug_assert_eq!(list.live(), 0, "clearing a list with live entries");
+        debug_assert!(list.items.iter().all(|&i| !self.is_current(i)));
+        list.items.clear();
+        list.dead = 0;
     }
 
     /// Mark a slot taken out of its list wholesale (by [`List::take`]) as in no list.
     #[inline]
     pub(crate) fn mark_unlisted(&mut self, index: u32) {
-        let entry = &mut self.entries[index as usize];
-        entry.pos = NIL;
-        entry.list = NIL;
+        self.slots[index as usize].link = NIL;
     }
 }
 
@@ -311,45 +414,57 @@ mod tests {
     fn values(slab: &Slab<u32>, list: &List) -> Vec<u32> {
         list.items
             .iter()
-            .enumerate()
-            .map(|(pos, &i)| {
-                let e = slab.entry(i);
-                assert_eq!(e.pos as usize, pos, "back-pointer");
-                *e.value.as_ref().unwrap()
-            })
+            .filter(|&&item| slab.is_current(item))
+            .map(|item| *slab.slots[item.index as usize].value.as_ref().unwrap())
             .collect()
     }
 
     #[test]
-    fn push_remove_and_reuse() {
+    fn tombstones_compaction_and_reuse() {
         let mut slab = Slab::with_capacity(4);
         let mut list = List::default();
-        let keys: Vec<Key> = (0..4).map(|v| slab.insert(0, v as u64, v)).collect();
+        let keys: Vec<Key> = (0..4).map(|v| slab.insert(0, v as u64, v, NIL)).collect();
         for k in &keys {
             slab.push(&mut list, 7, k.index);
+            assert_eq!(slab.list_of(k.index), 7);
         }
         assert_eq!(values(&slab, &list), vec![0, 1, 2, 3]);
 
-        // Remove from the middle (the last moves in), the head and the tail.
-        for (k, expect) in [
-            (keys[1], vec![0, 3, 2]),
-            (keys[0], vec![2, 3]),
-            (keys[3], vec![2]),
-        ] {
-            slab.remove_from(&mut list, k.index);
-            slab.free(k.index);
-            assert_eq!(values(&slab, &list), expect);
-        }
-        assert_eq!(slab.len(), 1);
+        // Freeing leaves a tombstone in the list; the key is stale at once.
+        assert_eq!(slab.free(keys[1].index), 1);
+        list.dead += 1;
+        assert_eq!(slab.free(keys[3].index), 3);
+        list.dead += 1;
+        assert_eq!(slab.resolve(keys[1]), None);
+        assert_eq!(slab.len(), 2);
+        assert_eq!((list.items.len(), list.live()), (4, 2));
+        assert_eq!(values(&slab, &list), vec![0, 2]);
 
-        // The stale key no longer resolves; the freed slot is reused (LIFO) with a new
-        // stamp.
-        assert_eq!(slab.resolve(keys[3]), None);
-        let k = slab.insert(0, 9, 9);
+        // The freed slot is reused at once (LIFO) with a new stamp, and listed again in
+        // the same list: the old item stays a tombstone, stale keys stay stale.
+        let k = slab.insert(0, 9, 9, NIL);
         assert_eq!(k.index, keys[3].index);
         assert_ne!(k.stamp, keys[3].stamp);
+        slab.push(&mut list, 7, k.index);
         assert_eq!(slab.resolve(k), Some(k.index));
         assert_eq!(slab.resolve(keys[3]), None);
+        assert_eq!(values(&slab, &list), vec![0, 2, 9]);
+
+        // Compaction drops the tombstones and keeps the order.
+        slab.compact(&mut list);
+        let indices: Vec<u32> = list.items.iter().map(|i| i.index).collect();
+        assert_eq!(indices, vec![keys[0].index, keys[2].index, k.index]);
+        assert_eq!(list.dead, 0);
+
+        // A list of tombstones only is cleared wholesale.
+        let mut other = List::default();
+        let k2 = slab.insert(0, 10, 10, NIL);
+        slab.push(&mut other, 8, k2.index);
+        assert_eq!(slab.free(k2.index), 10);
+        other.dead += 1;
+        slab.clear_dead(&mut other);
+        assert!(other.is_empty());
+        assert_eq!(slab.len(), 3);
     }
 
     #[test]
@@ -357,9 +472,32 @@ mod tests {
         use std::mem::{align_of, size_of};
         use std::num::NonZeroU32;
         use std::sync::Arc;
-        assert_eq!(size_of::<Entry<NonZeroU32>>(), 32);
-        assert_eq!(size_of::<Entry<Arc<dyn Fn() + Send + Sync>>>(), 64);
-        assert_eq!(align_of::<Entry<u8>>(), 32);
+        assert_eq!(size_of::<Slot<NonZeroU32>>(), 16);
+        assert_eq!(size_of::<Slot<Arc<dyn Fn() + Send + Sync>>>(), 32);
+        assert_eq!(align_of::<Slot<u8>>(), 16);
+        assert_eq!(size_of::<Times>(), 16);
+    }
+
+    #[test]
+    fn the_bitmap_and_stamps_follow_many_slots() {
+        let mut slab = Slab::with_capacity(0);
+        let keys: Vec<Key> = (0..200).map(|v| slab.insert(0, v as u64, v, NIL)).collect();
+        for k in keys.iter().step_by(3) {
+            slab.free(k.index);
+        }
+        let item = |k: &Key| Item {
+            index: k.index,
+            stamp: k.stamp,
+        };
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(slab.is_current(item(k)), i % 3 != 0);
+        }
+        assert_eq!(slab.len(), 200 - 67);
+        let again = slab.insert(0, 1000, 1000, NIL);
+        assert!(slab.is_current(item(&again)));
+        assert!(keys
+            .iter()
+            .all(|k| k.index != again.index || !slab.is_current(item(k))));
     }
 
     #[test]
@@ -367,15 +505,15 @@ mod tests {
         let mut slab = Slab::with_capacity(3);
         let mut list = List::default();
         for v in 0..3 {
-            let k = slab.insert(0, v as u64, v);
+            let k = slab.insert(0, v as u64, v, NIL);
             slab.push(&mut list, 0, k.index);
         }
         let items = list.take();
         assert!(list.is_empty());
         let mut seen = Vec::new();
-        for &i in &items {
-            slab.mark_unlisted(i);
-            seen.push(slab.free(i));
+        for &item in &items {
+            slab.mark_unlisted(item.index);
+            seen.push(slab.free(item.index));
         }
         assert_eq!(seen, vec![0, 1, 2]);
         assert_eq!(slab.len(), 0);
@@ -383,7 +521,7 @@ mod tests {
         assert!(list.is_empty() && list.items.capacity() >= 3);
 
         let mut huge = Vec::with_capacity(10_000);
-        huge.push(1);
+        huge.push(Item { index: 1, stamp: 1 });
         let mut other = List::default();
         other.recycle(huge, 1);
         assert!(

@@ -52,14 +52,16 @@
 //!   the same timeout); an amortised O(1) push onto the bucket's index list; an O(log B)
 //!   queue push when the bucket was empty (B = number of non-empty buckets, a few hundred
 //!   at most). No allocation once the slab and the bucket lists have grown.
-//! * `remove` (cancel): O(1): the value is taken out at once (the timer can never fire
-//!   and its key is stale), while the removal from the bucket is deferred and done in
-//!   batches of [`SETTLE_BATCH`]; see below.
+//! * `remove` (cancel): O(1), touching the entry and nothing else that is likely to miss
+//!   the cache: the value is taken out (the timer can never fire and its key is stale) and
+//!   the entry stays in its bucket as a tombstone; see below. Amortised O(1) more for the
+//!   compaction that eventually drops the tombstone.
 //! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry is moved at most once per level), plus sorting each batch of fired entries.
-//! * memory: per pending timer one slab entry (32 bytes with a payload of up to 4 bytes,
-//!   64 with a 16-byte one such as `Arc<dyn TimerTask>`) and 4 bytes in its bucket's
-//!   list, plus `wheel_size` small bucket headers per level.
+//! * memory: per pending timer a slot (16 bytes with a payload of up to 4 bytes, 32 with
+//!   a 16-byte one such as `Arc<dyn TimerTask>`), 16 bytes of times, a 4-byte stamp and a
+//!   bit, and an 8-byte item in its bucket's list (tombstones at most double the lists, see
+//!   below), plus `wheel_size` small bucket headers per level.
 //!
 //! # Incremental cascades
 //!
@@ -74,25 +76,40 @@
 //! time. [`next_expiration`](TimingWheel::next_expiration) reports the pending work as due
 //! now, so a driver keeps going until it is done.
 //!
-//! # Deferred removal
+//! # Tombstones
 //!
-//! Removing an entry from its bucket writes to a random place in the bucket's index list
-//! and to the entry that moves into the hole. With millions of pending timers both are
-//! cache misses, and the processor cannot overlap them with the next operation's misses
-//! for long because the stores queue up behind them. So `remove` only vacates the entry
-//! (one miss) and records its index; every [`SETTLE_BATCH`] cancels (and before anything
-//! that walks buckets: advancing, draining, snapshots,
-//! [`next_expiration`](TimingWheel::next_expiration)) the batch is *settled*: one pass
-//! reads every affected list position (independent loads, so their misses overlap), a
-//! second pass removes the entries and frees the slots, and buckets left empty leave the
-//! bucket queue. A cancelled timer therefore never fires; its slot is reused within
-//! `SETTLE_BATCH` cancels, and the slab holds at most `SETTLE_BATCH` extra slots.
+//! Unlinking a cancelled entry from its bucket would write to a random place in the
+//! bucket's index list (and, with swap-removal, to the entry moved into the hole): with
+//! millions of pending timers those are cache misses on top of the one for the entry
+//! itself, and each miss in the shadow of another limits how many cancels the processor
+//! overlaps. So `remove` touches the entry's slot only: it checks the stamp, takes the
+//! value out (the timer can never fire, its key is stale) and records the index. Every
+//! [`SETTLE_BATCH`] cancels (and before anything that reads the lists: advancing,
+//! draining, snapshots, [`next_expiration`](TimingWheel::next_expiration)) the batch is
+//! *settled*, from the cache since the cancels just touched those slots: each slot goes
+//! on the free list (so it is reused while still warm) and counts one more tombstone in
+//! the list its id names. The item stays listed:
+//!
+//! * flushes, cascades and draining skip tombstones (the slab's live bitmap and dense
+//!   stamps say which items are current, without touching the slots);
+//! * a list whose tombstones outnumber its live entries (and are at least
+//!   [`COMPACT_MIN`]) is *compacted*: one sequential, branch-free pass over its items, the
+//!   bitmap and the stamps keeps the current ones in order. Each compaction drops at least
+//!   as many items as it keeps, so it costs amortised O(1) per cancel, and a list never
+//!   holds more than `max(live, COMPACT_MIN)` tombstones;
+//! * a bucket whose last live timer is cancelled is emptied at once and leaves the bucket
+//!   queue, so the queue holds exactly the buckets with live timers and a driver never
+//!   wakes for a bucket of cancelled ones.
+//!
+//! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
+//! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots;
+//! the lists at most twice the pending timers plus `COMPACT_MIN` per list.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
 
 use crate::bucket_queue::BucketQueue;
-use crate::slab::{Key, List, Slab, NIL};
+use crate::slab::{Item, Key, List, Slab, NIL};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelSnapshot};
 
 /// Deadlines are clamped to this (about 146 million years of milliseconds) so that no
@@ -106,7 +123,11 @@ const DUE: u32 = NIL - 1;
 /// How many entries of a pending cascade one advance moves when nothing else is due.
 const CASCADE_CHUNK: usize = 2048;
 
-/// How many cancelled entries wait before their removal is done in one batch.
+/// A list is compacted once its tombstones outnumber its live entries and are at least
+/// this many (see "Tombstones").
+pub const COMPACT_MIN: usize = 64;
+
+/// How many cancelled entries wait before their bookkeeping is done in one batch.
 pub const SETTLE_BATCH: usize = 64;
 
 /// Flushes read this many entries ahead of placing them (see `flush`): enough to keep the
@@ -175,8 +196,9 @@ impl Bucket {
         self.list.is_empty() && self.head.is_empty()
     }
 
-    fn len(&self) -> usize {
-        self.list.len() + self.head.len()
+    /// Number of live entries.
+    fn live(&self) -> usize {
+        self.list.live() + self.head.live()
     }
 }
 
@@ -189,24 +211,17 @@ struct Cascade {
 }
 
 /// The list with id `id`: the due list, or one of a bucket's two lists.
-fn list_mut<'a>(due: &'a mut List, buckets: &'a mut [Bucket], id: u32) -> &'a mut List {
+#[inline]
+fn list_by_id<'a>(due: &'a mut List, buckets: &'a mut [Bucket], id: u32) -> &'a mut List {
     if id == DUE {
         due
-    } else if id & 1 == 1 {
-        &mut buckets[(id >> 1) as usize].head
     } else {
-        &mut buckets[(id >> 1) as usize].list
-    }
-}
-
-/// Shared-reference version of [`list_mut`].
-fn list_ref<'a>(due: &'a List, buckets: &'a [Bucket], id: u32) -> &'a List {
-    if id == DUE {
-        due
-    } else if id & 1 == 1 {
-        &buckets[(id >> 1) as usize].head
-    } else {
-        &buckets[(id >> 1) as usize].list
+        let bucket = &mut buckets[(id >> 1) as usize];
+        if id & 1 == 1 {
+            &mut bucket.head
+        } else {
+            &mut bucket.list
+        }
     }
 }
 
@@ -241,18 +256,22 @@ pub struct TimingWheel<T> {
     next_seq: u64,
     /// The time last advanced to (not rounded): deadlines at or before it are due.
     now: u64,
-    /// Cancelled entries, vacated but still listed, waiting to be removed in a batch.
-    unsettled: Vec<u32>,
     /// The bucket the last placement chose, valid until the time moves; see `place`.
     last: LastBucket,
+    /// Cancelled entries, vacated, waiting for their bookkeeping (see "Tombstones"):
+    /// the first `unsettled_len`.
+    unsettled: [u32; SETTLE_BATCH],
+    unsettled_len: usize,
     /// Expired buckets still being cascaded (usually none or one).
     cascading: Vec<Cascade>,
     /// Scratch space for a cascade chunk.
-    scratch: Vec<u32>,
+    scratch: Vec<Item>,
 }
 
 /// A remembered placement: every expiration in `lo..hi` belongs in list `id` of bucket
-/// `bucket`.
+/// `bucket`; equivalently, every deadline in `lo_d + 1..=hi_d` does (checked first, so
+/// that an insert into the same bucket as the previous one needs neither the rounding nor
+/// the comparison with the current time).
 ///
 /// Timers with the same timeout, scheduled close together, land in the same bucket, so
 /// remembering the last choice skips the level search and the division for most inserts.
@@ -262,6 +281,8 @@ pub struct TimingWheel<T> {
 struct LastBucket {
     lo: u64,
     hi: u64,
+    lo_d: u64,
+    hi_d: u64,
     id: u32,
     bucket: u32,
     expiration: u64,
@@ -271,6 +292,8 @@ impl LastBucket {
     const INVALID: LastBucket = LastBucket {
         lo: 1,
         hi: 0,
+        lo_d: 1,
+        hi_d: 0,
         id: 0,
         bucket: 0,
         expiration: 0,
@@ -298,15 +321,16 @@ impl<T> TimingWheel<T> {
             buckets: Vec::new(),
             due: List::default(),
             queue: BucketQueue::default(),
-            // Room for the cancelled entries that wait to be removed, too.
+            // Room for the cancelled entries that wait to be settled, too.
             slab: Slab::with_capacity(if capacity == 0 {
                 0
             } else {
                 capacity + SETTLE_BATCH
             }),
+            unsettled: [NIL; SETTLE_BATCH],
+            unsettled_len: 0,
             next_seq: 0,
             now: start_ms.min(MAX_DEADLINE_MS),
-            unsettled: Vec::with_capacity(SETTLE_BATCH),
             last: LastBucket::INVALID,
             cascading: Vec::new(),
             scratch: Vec::new(),
@@ -357,7 +381,7 @@ impl<T> TimingWheel<T> {
 
     /// Size of one slab entry for this payload type, in bytes.
     pub fn entry_size() -> usize {
-        std::mem::size_of::<crate::slab::Entry<T>>()
+        Slab::<T>::bytes_per_slot()
     }
 
     /// When the next advance has work to do: [`now`](Self::now) if timers are already due
@@ -385,23 +409,68 @@ impl<T> TimingWheel<T> {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
         let seq = self.next_seq;
         self.next_seq += 1;
-        let key = self.slab.insert(deadline, seq, value);
-        self.place(key.index);
+        // The common case, kept short: the same bucket as the previous insert, which still
+        // holds entries (so it is queued already).
+        let last = &self.last;
+        if last.lo_d < deadline && deadline <= last.hi_d {
+            let id = last.id;
+            if let Some(bucket) = self.buckets.get_mut(last.bucket as usize) {
+                if !bucket.is_empty() {
+                    let key = self.slab.insert(deadline, seq, value, id);
+                    let list = if id & 1 == 1 {
+                        &mut bucket.head
+                    } else {
+                        &mut bucket.list
+                    };
+                    list.items.push(Item {
+                        index: key.index,
+                        stamp: key.stamp,
+                    });
+                    return key;
+                }
+            }
+        }
+        self.insert_slow(deadline, seq, value)
+    }
+
+    /// [`insert`](Self::insert) in general.
+    #[inline(never)]
+    fn insert_slow(&mut self, deadline: u64, seq: u64, value: T) -> Key {
+        let id = self.target(deadline);
+        let key = self.slab.insert(deadline, seq, value, id);
+        self.list_by_id(id).items.push(Item {
+            index: key.index,
+            stamp: key.stamp,
+        });
         key
     }
 
     /// Cancel a pending timer, returning its value; `None` if the key is stale (the timer
     /// already fired, was cancelled, or the slot now belongs to another timer). O(1): the
-    /// removal from its bucket is deferred, see the [module documentation](self).
+    /// entry stays in its bucket as a tombstone, see the [module documentation](self).
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        let index = self.slab.resolve(key)?;
-        let value = self.slab.vacate(index);
-        self.unsettled.push(index);
-        if self.unsettled.len() >= SETTLE_BATCH {
+        let value = self.slab.take(key)?;
+        self.unsettled[self.unsettled_len] = key.index;
+        self.unsettled_len += 1;
+        if self.unsettled_len == SETTLE_BATCH {
             self.settle();
         }
         Some(value)
+    }
+
+    /// Do the bookkeeping of the cancelled entries waiting for it: free their slots and
+    /// count their tombstones (which may empty a bucket or compact a list). Their entries
+    /// were touched by the cancels just now, so this runs from the cache.
+    #[inline(never)]
+    fn settle(&mut self) {
+        let unsettled = self.unsettled;
+        for &index in &unsettled[..self.unsettled_len] {
+            let id = self.slab.list_of(index);
+            self.slab.release(index);
+            self.buried(id);
+        }
+        self.unsettled_len = 0;
     }
 
     /// When the wheel must next be advanced for this timer: `now` if it is already due,
@@ -410,7 +479,7 @@ impl<T> TimingWheel<T> {
     /// be late. O(1).
     pub fn wake_time(&self, key: Key) -> Option<u64> {
         let index = self.slab.resolve(key)?;
-        let list = self.slab.entry(index).list;
+        let list = self.slab.list_of(index);
         Some(if list == DUE {
             self.now
         } else {
@@ -418,42 +487,56 @@ impl<T> TimingWheel<T> {
         })
     }
 
-    /// Remove and free every cancelled entry that is waiting for it.
-    #[inline(never)]
-    fn settle(&mut self) {
-        if self.unsettled.is_empty() {
+    /// Count a new tombstone in list `id`; empty the bucket if that was its last live
+    /// entry, or compact the list if its tombstones now outnumber its live entries.
+    #[inline]
+    fn buried(&mut self, id: u32) {
+        if id == DUE {
+            self.due.dead += 1;
+            if self.due.live() == 0 {
+                self.slab.clear_dead(&mut self.due);
+            } else if Self::needs_compaction(&self.due) {
+                self.slab.compact(&mut self.due);
+            }
             return;
         }
-        // Pass 1: read every list position about to be overwritten. These loads do not
-        // depend on one another, so their cache misses overlap instead of queueing behind
-        // each other's stores.
-        // The entry that will move into the hole (the list's last) is read too.
-        let mut touched = 0u64;
-        for &index in &self.unsettled {
-            let entry = self.slab.entry(index);
-            let list = list_ref(&self.due, &self.buckets, entry.list);
-            touched ^= list.items.get(entry.pos as usize).copied().unwrap_or(0) as u64;
-            if let Some(&last) = list.items.last() {
-                touched ^= self.slab.entry(last).seq;
-            }
+        debug_assert_ne!(id, NIL, "a live entry is always listed");
+        let bucket = id >> 1;
+        let b = &mut self.buckets[bucket as usize];
+        let list = if id & 1 == 1 {
+            &mut b.head
+        } else {
+            &mut b.list
+        };
+        list.dead += 1;
+        if Self::needs_compaction(list) {
+            self.bury_slow(bucket, id);
         }
-        std::hint::black_box(touched);
-        // Pass 2: remove and release.
-        for k in 0..self.unsettled.len() {
-            let index = self.unsettled[k];
-            let id = self.slab.entry(index).list;
-            self.slab
-                .remove_from(list_mut(&mut self.due, &mut self.buckets, id), index);
-            if id != DUE {
-                let bucket = id >> 1;
-                if self.buckets[bucket as usize].is_empty() {
-                    self.queue.remove(bucket);
-                    self.cascading.retain(|c| c.bucket != bucket);
-                }
+    }
+
+    /// True if a list's tombstones outnumber its live entries (or all of them are).
+    #[inline]
+    fn needs_compaction(list: &List) -> bool {
+        list.dead > list.live() && (list.dead >= COMPACT_MIN || list.live() == 0)
+    }
+
+    /// The rare part of [`buried`](Self::buried): empty a bucket with no live entry left
+    /// (it leaves the queue), or compact one of its lists.
+    #[inline(never)]
+    fn bury_slow(&mut self, bucket: u32, id: u32) {
+        let b = &mut self.buckets[bucket as usize];
+        if b.live() == 0 {
+            self.slab.clear_dead(&mut b.head);
+            self.slab.clear_dead(&mut b.list);
+            self.queue.remove(bucket);
+            self.cascading.retain(|c| c.bucket != bucket);
+        } else if id & 1 == 1 {
+            if b.head.dead >= COMPACT_MIN {
+                self.slab.compact(&mut b.head);
             }
-            self.slab.release(index);
+        } else if b.list.dead >= COMPACT_MIN {
+            self.slab.compact(&mut b.list);
         }
-        self.unsettled.clear();
     }
 
     /// True if `key` names a pending timer.
@@ -465,7 +548,7 @@ impl<T> TimingWheel<T> {
     pub fn deadline(&self, key: Key) -> Option<u64> {
         self.slab
             .resolve(key)
-            .map(|index| self.slab.entry(index).deadline)
+            .map(|index| self.slab.times(index).deadline)
     }
 
     /// Advance the clock to `now_ms`, appending every timer due at or before it to `out`
@@ -523,16 +606,18 @@ impl<T> TimingWheel<T> {
             lists.push(self.buckets[bucket as usize].head.take());
         }
         for list in lists {
-            for index in list {
-                self.slab.mark_unlisted(index);
-                out.push(self.slab.free(index));
+            for item in list {
+                if self.slab.is_current(item) {
+                    self.slab.mark_unlisted(item.index);
+                    out.push(self.slab.free(item.index));
+                }
             }
         }
         out
     }
 
-    /// A picture of the levels and non-empty buckets (after settling pending
-    /// cancellations, hence `&mut`). O(levels + B log B).
+    /// A picture of the levels and non-empty buckets, counting live timers only (after
+    /// settling pending cancellations, hence `&mut`). O(levels + B log B).
     pub fn snapshot(&mut self, now_ms: u64) -> WheelSnapshot {
         self.settle();
         let levels = self
@@ -555,7 +640,7 @@ impl<T> TimingWheel<T> {
                 level: (id as u64 / self.wheel_size) as usize,
                 slot: (id as u64 % self.wheel_size) as usize,
                 expiration_ms: self.buckets[id as usize].expiration,
-                entries: self.buckets[id as usize].len(),
+                entries: self.buckets[id as usize].live(),
             })
             .collect();
         buckets.sort_by_key(|b| (b.expiration_ms, b.level, b.slot));
@@ -563,7 +648,7 @@ impl<T> TimingWheel<T> {
             now_ms,
             current_time_ms: self.current_time(),
             pending: self.len(),
-            due: self.due.len(),
+            due: self.due.live(),
             levels,
             buckets,
         }
@@ -573,10 +658,17 @@ impl<T> TimingWheel<T> {
     /// covers it.
     #[inline]
     fn place(&mut self, index: u32) {
-        let deadline = self.slab.entry(index).deadline;
+        let id = self.target(self.slab.times(index).deadline);
+        self.slab
+            .push(list_by_id(&mut self.due, &mut self.buckets, id), id, index);
+    }
+
+    /// The list a timer due at `deadline` goes into: the due list, or a list of the finest
+    /// bucket that covers it. A bucket about to get its first entry joins the queue.
+    #[inline]
+    fn target(&mut self, deadline: u64) -> u32 {
         if deadline <= self.now {
-            self.slab.push(&mut self.due, DUE, index);
-            return;
+            return DUE;
         }
         // Round up to the tick so that the entry never fires before its deadline. Since
         // deadline > now >= current, the expiration is at least one tick past `current`.
@@ -598,12 +690,13 @@ impl<T> TimingWheel<T> {
             bucket.expiration, last.expiration,
             "bucket holds two rounds"
         );
-        let list = if last.id & 1 == 1 {
-            &mut bucket.head
-        } else {
-            &mut bucket.list
-        };
-        self.slab.push(list, last.id, index);
+        last.id
+    }
+
+    /// The list with id `id`.
+    #[inline]
+    fn list_by_id(&mut self, id: u32) -> &mut List {
+        list_by_id(&mut self.due, &mut self.buckets, id)
     }
 
     /// The bucket and list for an expiration past the current time: the finest level that
@@ -659,9 +752,15 @@ impl<T> TimingWheel<T> {
                 lo = lo.max(head_end);
             }
         }
+        // The deadlines whose rounded-up expiration lies in `lo..hi`, after `now`.
+        let t = self.tick_ms;
+        let lo_d = (lo.div_ceil(t) * t - t).max(self.now);
+        let hi_d = if hi == 0 { 0 } else { (hi - 1) / t * t };
         self.last = LastBucket {
             lo,
             hi,
+            lo_d,
+            hi_d,
             id,
             bucket,
             expiration: bucket_expiration,
@@ -689,21 +788,32 @@ impl<T> TimingWheel<T> {
             self.place_all(&items);
             let used = items.len();
             self.buckets[bucket as usize].list.recycle(items, used);
-        } else if !self.buckets[bucket as usize].list.is_empty() {
+        } else if self.buckets[bucket as usize].list.live() > 0 {
             let due_by = self.buckets[bucket as usize].expiration + self.levels[level - 1].tick;
             self.cascading.push(Cascade { bucket, due_by });
+        } else {
+            // Tombstones only: nothing to cascade.
+            self.slab
+                .clear_dead(&mut self.buckets[bucket as usize].list);
         }
     }
 
-    /// Place every listed entry (taken out of its list), a chunk at a time.
-    fn place_all(&mut self, items: &[u32]) {
+    /// Place every listed entry (taken out of its list), a chunk at a time, and free the
+    /// tombstones among them. Returns how many tombstones there were.
+    fn place_all(&mut self, items: &[Item]) -> usize {
+        let mut dead = 0;
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
-            for &index in chunk {
-                self.slab.mark_unlisted(index);
-                self.place(index);
+            for &item in chunk {
+                if self.slab.is_current(item) {
+                    self.slab.mark_unlisted(item.index);
+                    self.place(item.index);
+                } else {
+                    dead += 1;
+                }
             }
         }
+        dead
     }
 
     /// Move up to `max` entries of a cascading bucket's list to finer levels. True if the
@@ -715,17 +825,26 @@ impl<T> TimingWheel<T> {
             let start = items.len().saturating_sub(max);
             chunk.extend(items.drain(start..));
         }
-        self.place_all(&chunk);
+        let dead = self.place_all(&chunk);
         chunk.clear();
         self.scratch = chunk;
-        self.buckets[bucket as usize].list.is_empty()
+        let list = &mut self.buckets[bucket as usize].list;
+        list.dead -= dead;
+        if list.live() == 0 {
+            // Only tombstones left (or nothing): the cascade is over.
+            self.slab.clear_dead(list);
+        }
+        list.is_empty()
     }
 
-    /// Read every listed entry once, so that their cache lines are fetched in parallel.
-    fn touch_all(&self, indices: &[u32]) {
+    /// Read every live listed entry once, so that their cache lines are fetched in
+    /// parallel.
+    fn touch_all(&self, items: &[Item]) {
         let mut touched = 0u64;
-        for &index in indices {
-            touched ^= self.slab.entry(index).deadline;
+        for &item in items {
+            if self.slab.is_current(item) {
+                touched ^= self.slab.times(item.index).deadline;
+            }
         }
         std::hint::black_box(touched);
     }
@@ -739,10 +858,14 @@ impl<T> TimingWheel<T> {
         out.reserve(items.len());
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
-            for &index in chunk {
+            for &item in chunk {
+                if !self.slab.is_current(item) {
+                    continue;
+                }
+                let index = item.index;
                 self.slab.mark_unlisted(index);
                 let (deadline_ms, seq) = {
-                    let e = self.slab.entry(index);
+                    let e = self.slab.times(index);
                     (e.deadline, e.seq)
                 };
                 out.push(Expired {
@@ -920,6 +1043,71 @@ mod tests {
         expected.sort();
         assert_eq!(fired, expected);
         assert!(wheel.is_empty());
+    }
+
+    #[test]
+    fn tombstones_are_compacted_and_never_fire() {
+        use std::collections::BTreeMap;
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        // The reference: (deadline, insertion order) -> value.
+        let mut model: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+        let mut keys: Vec<(Key, u64, u64)> = Vec::new();
+        let mut x = 99u64;
+        let mut next = 0u64;
+        let mut now = 0u64;
+        let mut out = Vec::new();
+        for round in 0..40u64 {
+            for _ in 0..2_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 3 != 0 || keys.is_empty() {
+                    let deadline = now + 1 + x % 3_000;
+                    let key = wheel.insert(deadline, next as u32);
+                    model.insert((deadline, next), next as u32);
+                    keys.push((key, deadline, next));
+                    next += 1;
+                } else {
+                    let (key, deadline, seq) = keys.swap_remove((x / 3) as usize % keys.len());
+                    let expect = model.remove(&(deadline, seq));
+                    assert_eq!(wheel.remove(key), expect, "cancel result");
+                    assert_eq!(wheel.remove(key), None, "second cancel");
+                }
+            }
+            assert_eq!(wheel.len(), model.len());
+            let snap = wheel.snapshot(now);
+            let listed: usize = snap.buckets.iter().map(|b| b.entries).sum();
+            assert_eq!(
+                listed + snap.due,
+                model.len(),
+                "snapshots count live timers"
+            );
+            // Tombstones stay bounded: at most the live entries plus a constant per list.
+            let items: usize = wheel.due.items.len()
+                + wheel
+                    .buckets
+                    .iter()
+                    .map(|b| b.list.items.len() + b.head.items.len())
+                    .sum::<usize>();
+            let lists = 1 + 2 * wheel.buckets.len();
+            assert!(
+                items <= 2 * model.len() + lists * COMPACT_MIN,
+                "{items} listed"
+            );
+            assert!(wheel.slab.capacity() <= 2 * (model.len() + 4_000));
+            // Fire what is due by the next step and compare with the model.
+            now += 1 + round * 37 % 500;
+            wheel.advance_to(now, &mut out);
+            let fired: Vec<(u64, u32)> = out.drain(..).map(|e| (e.deadline_ms, e.value)).collect();
+            let due: Vec<((u64, u64), u32)> =
+                model.range(..(now + 1, 0)).map(|(&k, &v)| (k, v)).collect();
+            for (k, _) in &due {
+                model.remove(k);
+            }
+            let expect: Vec<(u64, u32)> = due.into_iter().map(|((d, _), v)| (d, v)).collect();
+            assert_eq!(fired, expect, "fired in due order, cancelled ones never");
+            keys.retain(|&(_, d, _)| d > now);
+        }
     }
 
     #[test]
