@@ -466,8 +466,7 @@ impl<T> TimingWheel<T> {
     fn settle(&mut self) {
         let unsettled = self.unsettled;
         for &index in &unsettled[..self.unsettled_len] {
-            let id = self.slab.list_of(index);
-            self.slab.release(index);
+            let id = self.slab.release(index);
             self.buried(id);
         }
         self.unsettled_len = 0;
