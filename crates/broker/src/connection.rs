@@ -264,12 +264,7 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut slots: mpsc::Receiver<Slot>,
                 Err(_) => return,
             },
         };
-        let frame = match encode_response(
-            slot.correlation_id,
-            slot.api_key,
-            slot.api_version,
-            &response,
-        ) {
+        let frame = match encode_response(slot.correlation_id, slot.api_version, &response) {
             Ok(frame) => frame,
             Err(e) => {
                 warn!(%peer, api_key = ?slot.api_key, version = slot.api_version, error = %e, "could not encode response; closing connection");
@@ -283,10 +278,10 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut slots: mpsc::Receiver<Slot>,
     }
 }
 
-/// Encodes `size | response header | body` for `api_key` at `api_version`.
+/// Encodes `size | response header | body` at `api_version`; the response kind knows its
+/// API, and the header version follows from it (always v0 for ApiVersions).
 pub fn encode_response(
     correlation_id: i32,
-    api_key: ApiKey,
     api_version: i16,
     response: &ResponseKind,
 ) -> anyhow::Result<Bytes> {
@@ -298,7 +293,6 @@ pub fn encode_response(
     response.encode(&mut buf, api_version)?;
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    let _ = api_key;
     Ok(buf.freeze())
 }
 

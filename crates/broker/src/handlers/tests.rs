@@ -245,7 +245,7 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                         })
                     }
                 };
-                let mut frame = encode_response(7, api, version, &response)
+                let mut frame = encode_response(7, version, &response)
                     .unwrap_or_else(|e| panic!("{api:?} v{version}: {e:#}"));
                 frame.advance(4);
                 let _header =
