@@ -105,10 +105,9 @@
 //! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
 //! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots
 //! (tombstones are items, not slots); the lists at most three times the pending timers
-//! plus `COMPACT_MIN` per list. With 8-byte items, a pending timer with a small payload
-//! costs about 45 bytes without tombstones and at most about 60 with the most there can
-//! be. (A ratio of 1 would cap that at about 52 bytes, for a third more compaction work
-//! per cancel.)
+//! plus `COMPACT_MIN` per list. Items are 8 bytes, so the tombstones add at most 16 bytes
+//! per pending timer to the about 45 a timer with a small payload costs (a ratio of 1
+//! would cap them at 8 bytes, for a third more compaction work per cancel).
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -137,7 +136,7 @@ pub const COMPACT_MIN: usize = 64;
 pub const COMPACT_RATIO: usize = 2;
 
 /// How many cancelled entries wait before their bookkeeping is done in one batch.
-pub const SETTLE_BATCH: usize = 64;
+pub const SETTLE_BATCH: usize = 128;
 
 /// Flushes read this many entries ahead of placing them (see `flush`): enough to keep the
 /// memory system busy, few enough (16 KiB of entries) to stay in the L1/L2 cache.
@@ -473,9 +472,8 @@ impl<T> TimingWheel<T> {
     /// were touched by the cancels just now, so this runs from the cache.
     #[inline(never)]
     fn settle(&mut self) {
-        let unsettled = self.unsettled;
-        for &index in &unsettled[..self.unsettled_len] {
-            let id = self.slab.release(index);
+        for k in 0..self.unsettled_len.min(SETTLE_BATCH) {
+            let id = self.slab.release(self.unsettled[k]);
             self.buried(id);
         }
         self.unsettled_len = 0;
