@@ -52,7 +52,7 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
 fi
 
 if [ -d scripts/demos ]; then
-    for demo in scripts/demos/*.sh; do
+    for demo in scripts/demos/[0-9]*.sh; do
         [ -e "$demo" ] || continue
         step "demo: $demo"
         bash "$demo"
