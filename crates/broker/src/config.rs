@@ -44,6 +44,10 @@ pub struct BrokerConfig {
     /// Largest request frame accepted; larger frames close the connection.
     #[serde(rename = "socket.request.max.bytes")]
     pub socket_request_max_bytes: usize,
+    /// Largest fetch response (Kafka's `fetch.max.bytes`); a request's `max_bytes` is capped
+    /// to it (the first batch is still returned whole, KIP-74).
+    #[serde(rename = "fetch.max.bytes")]
+    pub fetch_max_bytes: usize,
     /// Requests one connection may have in flight before the broker stops reading it.
     #[serde(rename = "queued.max.requests.per.connection")]
     pub max_in_flight_per_connection: usize,
@@ -117,6 +121,7 @@ impl Default for BrokerConfig {
             advertised_host: None,
             broker_id: 1,
             socket_request_max_bytes: 104_857_600,
+            fetch_max_bytes: 57_671_680,
             max_in_flight_per_connection: 100,
             auto_create_topics: true,
             max_partitions: 10_000,

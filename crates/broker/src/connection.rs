@@ -20,6 +20,7 @@
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tracing::{debug, warn};
 
 use crate::error_codes as ec;
@@ -40,6 +41,9 @@ use crate::replica_manager::ReplicaManager;
 /// hostile); an idle connection between frames may stay open indefinitely.
 const MID_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Response bytes one connection may have built but not yet written (see [`ResponseBudget`]).
+const RESPONSE_BUDGET_BYTES: usize = 64 << 20;
+
 /// The smallest legal request: api key, api version, correlation id.
 const MIN_REQUEST_BYTES: usize = 8;
 
@@ -49,6 +53,59 @@ struct Slot {
     api_key: ApiKey,
     api_version: i16,
     reply: Reply,
+    /// Bytes reserved in the connection's [`ResponseBudget`] until this slot is written.
+    reserved: usize,
+}
+
+/// Bounds the response bytes one connection may have built but not yet written.
+///
+/// A client can pipeline fetches and never read the answers; each fetch response may be
+/// tens of MiB. Before handling a fetch the reader reserves what its response may hold
+/// (`max_bytes`, capped by `fetch.max.bytes`), waiting while earlier reservations exceed
+/// the budget; the writer releases a reservation once the response is on the wire. One
+/// request is always let through on an idle connection, however large.
+struct ResponseBudget {
+    limit: usize,
+    used: AtomicUsize,
+    released: Notify,
+}
+
+impl ResponseBudget {
+    fn new(limit: usize) -> Self {
+        ResponseBudget {
+            limit,
+            used: AtomicUsize::new(0),
+            released: Notify::new(),
+        }
+    }
+
+    /// Waits until `bytes` fit (or nothing else is reserved), then reserves them.
+    async fn reserve(&self, bytes: usize) {
+        loop {
+            // Register for the wake-up before checking, so a release in between is not lost.
+            let released = self.released.notified();
+            let used = self.used.load(Ordering::Acquire);
+            if used == 0 || used.saturating_add(bytes) <= self.limit {
+                let reserved = used.saturating_add(bytes);
+                if self
+                    .used
+                    .compare_exchange(used, reserved, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            released.await;
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        if bytes > 0 {
+            self.used.fetch_sub(bytes, Ordering::AcqRel);
+            self.released.notify_waiters();
+        }
+    }
 }
 
 /// Why a connection was closed.
@@ -71,9 +128,10 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     let (slots_tx, slots_rx) = mpsc::channel::<Slot>(rm.config.max_in_flight_per_connection);
-    let mut write_task = tokio::spawn(write_loop(writer, slots_rx, peer));
+    let budget = Arc::new(ResponseBudget::new(RESPONSE_BUDGET_BYTES));
+    let mut write_task = tokio::spawn(write_loop(writer, slots_rx, budget.clone(), peer));
     let outcome = tokio::select! {
-        outcome = read_loop(&rm, reader, slots_tx, peer) => outcome,
+        outcome = read_loop(&rm, reader, slots_tx, &budget, peer) => outcome,
         // The writer only stops early on a write error: the socket is gone.
         _ = &mut write_task => return,
     };
@@ -94,6 +152,7 @@ async fn read_loop(
     rm: &Arc<ReplicaManager>,
     mut reader: OwnedReadHalf,
     slots: mpsc::Sender<Slot>,
+    budget: &ResponseBudget,
     peer: SocketAddr,
 ) -> Close {
     loop {
@@ -102,8 +161,17 @@ async fn read_loop(
             Ok(None) => return Close::Eof,
             Err(close) => return close,
         };
-        let slot = match handle_frame(rm, frame, peer) {
-            Ok(slot) => slot,
+        let slot = match decode_frame(frame, peer) {
+            Ok(Decoded::Answered(slot)) => slot,
+            Ok(Decoded::Request {
+                ctx,
+                api_key,
+                request,
+            }) => {
+                let reserved = response_reservation(rm, &request);
+                budget.reserve(reserved).await;
+                handle(rm, ctx, api_key, request, reserved)
+            }
             Err(close) => return close,
         };
         if slots.send(slot).await.is_err() {
@@ -178,8 +246,23 @@ async fn read_frame(reader: &mut OwnedReadHalf, max_bytes: usize) -> Result<Opti
     Ok(Some(body.freeze()))
 }
 
-/// Decodes a request frame and runs its handler.
-fn handle_frame(rm: &Arc<ReplicaManager>, frame: Bytes, peer: SocketAddr) -> Result<Slot, Close> {
+/// A request frame after decoding.
+// One lives for a moment per request and moves straight on; boxing would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
+enum Decoded {
+    /// Answered without a handler (an ApiVersions request newer than ours).
+    Answered(Slot),
+    /// A request for its handler.
+    Request {
+        ctx: RequestContext,
+        api_key: ApiKey,
+        request: RequestKind,
+    },
+}
+
+/// Decodes and checks a request frame; bad input becomes a reason to close.
+fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
     let api_version = peek.get_i16();
@@ -194,14 +277,15 @@ fn handle_frame(rm: &Arc<ReplicaManager>, frame: Bytes, peer: SocketAddr) -> Res
     if api_key == ApiKey::ApiVersions && api_version > max {
         // KIP-511: answer at v0 with our ranges so the client can downgrade.
         debug!(%peer, api_version, "ApiVersions above our maximum: answering v0 with UNSUPPORTED_VERSION");
-        return Ok(Slot {
+        return Ok(Decoded::Answered(Slot {
             correlation_id,
             api_key,
             api_version: 0,
             reply: Reply::now(ResponseKind::ApiVersions(api_versions::response(
                 ec::UNSUPPORTED_VERSION,
             ))),
-        });
+            reserved: 0,
+        }));
     }
     if api_version < min || api_version > max {
         return Err(Close::Reason(format!(
@@ -244,19 +328,68 @@ fn handle_frame(rm: &Arc<ReplicaManager>, frame: Bytes, peer: SocketAddr) -> Res
         api_version,
         peer,
     };
-    let reply = handlers::dispatch(rm, &ctx, request);
-    Ok(Slot {
-        correlation_id,
+    Ok(Decoded::Request {
+        ctx,
         api_key,
-        api_version,
-        reply,
+        request,
     })
 }
 
-async fn write_loop(mut writer: OwnedWriteHalf, mut slots: mpsc::Receiver<Slot>, peer: SocketAddr) {
+/// How many response bytes a request may produce, reserved before it is handled. Only
+/// fetch responses carry bulk data.
+fn response_reservation(rm: &ReplicaManager, request: &RequestKind) -> usize {
+    match request {
+        RequestKind::Fetch(fetch) => {
+            (fetch.max_bytes.max(0) as usize).min(rm.config.fetch_max_bytes)
+        }
+        _ => 0,
+    }
+}
+
+/// Runs a decoded request's handler.
+fn handle(
+    rm: &Arc<ReplicaManager>,
+    ctx: RequestContext,
+    api_key: ApiKey,
+    request: RequestKind,
+    reserved: usize,
+) -> Slot {
+    let reply = handlers::dispatch(rm, &ctx, request);
+    Slot {
+        correlation_id: ctx.correlation_id,
+        api_key,
+        api_version: ctx.api_version,
+        reply,
+        reserved,
+    }
+}
+
+/// Decodes a frame and runs its handler, without a response budget (for tests).
+#[cfg(test)]
+fn handle_frame(rm: &Arc<ReplicaManager>, frame: Bytes, peer: SocketAddr) -> Result<Slot, Close> {
+    Ok(match decode_frame(frame, peer)? {
+        Decoded::Answered(slot) => slot,
+        Decoded::Request {
+            ctx,
+            api_key,
+            request,
+        } => handle(rm, ctx, api_key, request, 0),
+    })
+}
+
+async fn write_loop(
+    mut writer: OwnedWriteHalf,
+    mut slots: mpsc::Receiver<Slot>,
+    budget: Arc<ResponseBudget>,
+    peer: SocketAddr,
+) {
     while let Some(slot) = slots.recv().await {
+        let reserved = slot.reserved;
         let response = match slot.reply {
-            Reply::Nothing => continue,
+            Reply::Nothing => {
+                budget.release(reserved);
+                continue;
+            }
             Reply::Now(response) => *response,
             Reply::Later(rx) => match rx.await {
                 Ok(response) => response,
@@ -271,7 +404,11 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut slots: mpsc::Receiver<Slot>,
                 return;
             }
         };
-        if let Err(e) = writer.write_all(&frame).await {
+        drop(response);
+        let written = writer.write_all(&frame).await;
+        drop(frame);
+        budget.release(reserved);
+        if let Err(e) = written {
             debug!(%peer, error = %e, "write failed; client gone");
             return;
         }
@@ -367,5 +504,29 @@ mod tests {
             handled > 100,
             "only {handled} random frames decoded: the test is too shallow"
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_response_budget_holds_back_the_reader_until_responses_are_written() {
+        let budget = Arc::new(ResponseBudget::new(100));
+        budget.reserve(60).await;
+        budget.reserve(40).await; // exactly at the limit
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.reserve(30).await }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "over the budget: the reader must wait"
+        );
+        budget.release(60); // the writer put a response on the wire
+        waiting.await.unwrap();
+        assert_eq!(budget.used.load(Ordering::Acquire), 70);
+        // One request always goes through on an idle connection, however large.
+        budget.release(70);
+        budget.reserve(1_000).await;
     }
 }

@@ -108,7 +108,7 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
     let params = FetchParams {
         replica_id,
         min_bytes: req.min_bytes.max(0) as usize,
-        max_bytes: req.max_bytes.max(0) as usize,
+        max_bytes: (req.max_bytes.max(0) as usize).min(rm.config.fetch_max_bytes),
         bound: if is_follower {
             ReadBound::LogEnd
         } else {
