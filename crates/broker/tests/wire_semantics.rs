@@ -107,11 +107,21 @@ async fn create(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_produce_holds_back_later_responses_on_its_connection() {
+/// A broker on a manual clock with one topic, and a connection to it.
+async fn broker_with_topic(
+    topic: &str,
+    replication: i16,
+    configs: &[(&str, &str)],
+) -> (TestBroker, KafkaConnection) {
     let tb = TestBroker::start_manual(|_| {}).await;
     let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "order", 3, &[]).await;
+    create(&mut conn, topic, replication, configs).await;
+    (tb, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_produce_holds_back_later_responses_on_its_connection() {
+    let (tb, mut conn) = broker_with_topic("order", 3, &[]).await;
     let produce_id = conn
         .write_request(&produce("order", -1, 1000, batch(1, 10, None)), 9)
         .await
@@ -136,9 +146,7 @@ async fn a_parked_produce_holds_back_later_responses_on_its_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_zero_appends_and_sends_no_response() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "fire-and-forget", 3, &[]).await;
+    let (tb, mut conn) = broker_with_topic("fire-and-forget", 3, &[]).await;
     conn.write_request(&produce("fire-and-forget", 0, 1000, batch(3, 10, None)), 9)
         .await
         .unwrap();
@@ -167,9 +175,7 @@ async fn invalid_acks_is_refused_with_invalid_required_acks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_while_parked_leaks_nothing() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "gone", 3, &[]).await;
+    let (tb, mut conn) = broker_with_topic("gone", 3, &[]).await;
     for _ in 0..3 {
         conn.write_request(&produce("gone", -1, 5000, batch(1, 10, None)), 9)
             .await
@@ -202,9 +208,7 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_retries_are_deduplicated_and_gaps_refused() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "idem-wire", 1, &[("min.insync.replicas", "1")]).await;
+    let (tb, mut conn) = broker_with_topic("idem-wire", 1, &[("min.insync.replicas", "1")]).await;
     let pid = conn
         .send(
             &InitProducerIdRequest::default()
@@ -360,9 +364,7 @@ async fn the_memory_cap_evicts_replicated_data_and_refuses_what_it_cannot_hold()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_topic_completes_its_parked_produces_with_unknown_topic() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "doomed", 3, &[]).await;
+    let (tb, mut conn) = broker_with_topic("doomed", 3, &[]).await;
     let produce_id = conn
         .write_request(&produce("doomed", -1, 60_000, batch(1, 10, None)), 9)
         .await
@@ -421,9 +423,7 @@ fn long_poll(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) -> Fet
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_consumer_fetch_completes_on_hw_advance_not_on_append() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "longpoll", 3, &[]).await;
+    let (tb, mut conn) = broker_with_topic("longpoll", 3, &[]).await;
     let mut consumer = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
     let fetch_id = consumer
         .write_request(&long_poll("longpoll", -1, 0, 10_000), 12)
@@ -464,9 +464,7 @@ async fn a_parked_consumer_fetch_completes_on_hw_advance_not_on_append() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_follower_fetch_completes_on_append_and_an_idle_one_on_timeout() {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, "replicate", 3, &[]).await;
+    let (tb, mut conn) = broker_with_topic("replicate", 3, &[]).await;
     let mut follower = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
     follower
         .write_request(&long_poll("replicate", 2, 0, 500), 12)
