@@ -409,10 +409,7 @@ impl ReplicaManager {
         for p in &topic.partitions {
             p.deleted.store(true, Ordering::Release);
             let freed = p.lock().size_bytes();
-            self.log_bytes.fetch_sub(
-                freed.min(self.log_bytes.load(Ordering::Relaxed)),
-                Ordering::Relaxed,
-            );
+            self.release(freed);
             self.produce_purgatory.check_and_complete(&p.tp);
             self.fetch_purgatory.check_and_complete(&p.tp);
         }

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::{FetchResponse, ResponseKind};
-use parking_lot::Mutex;
 use replog::ReadBound;
 use timewheel::DelayedOperation;
 use tokio::sync::oneshot;
@@ -24,7 +23,7 @@ macro_rules! fetch_event {
     };
 }
 
-use super::{OpMeta, TRACE_TARGET};
+use super::{OpMeta, Responder, TRACE_TARGET};
 use crate::error_codes as ec;
 use crate::handlers::fetch::read_response;
 use crate::replica_manager::{PartitionHandle, TopicPartition};
@@ -62,7 +61,7 @@ pub struct DelayedFetch {
     meta: OpMeta,
     params: FetchParams,
     topics: Vec<(Arc<str>, Vec<FetchPartitionSpec>)>,
-    respond: Mutex<Option<oneshot::Sender<ResponseKind>>>,
+    respond: Responder,
 }
 
 impl DelayedFetch {
@@ -77,7 +76,7 @@ impl DelayedFetch {
             meta,
             params,
             topics,
-            respond: Mutex::new(Some(respond)),
+            respond: Responder::new(respond),
         }
     }
 
@@ -173,9 +172,7 @@ impl DelayedOperation for DelayedFetch {
             waited_ms,
             "completed"
         );
-        if let Some(tx) = self.respond.lock().take() {
-            let _ = tx.send(ResponseKind::Fetch(response));
-        }
+        self.respond.send(ResponseKind::Fetch(response));
     }
 
     fn describe(&self) -> String {

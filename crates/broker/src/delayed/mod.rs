@@ -21,9 +21,30 @@ pub use produce::DelayedProduce;
 
 use std::net::SocketAddr;
 
+use kafka_protocol::messages::ResponseKind;
+use parking_lot::Mutex;
 use timewheel::Timer;
+use tokio::sync::oneshot;
 
 use crate::handlers::RequestContext;
+
+/// The one-shot channel a parked request's response goes back on. Whichever path completes
+/// the operation sends once; if the client has gone, the response is simply dropped.
+pub struct Responder(Mutex<Option<oneshot::Sender<ResponseKind>>>);
+
+impl Responder {
+    /// Wraps the sending half handed over by the handler.
+    pub fn new(tx: oneshot::Sender<ResponseKind>) -> Self {
+        Responder(Mutex::new(Some(tx)))
+    }
+
+    /// Sends the response, the first time only.
+    pub fn send(&self, response: ResponseKind) {
+        if let Some(tx) = self.0.lock().take() {
+            let _ = tx.send(response);
+        }
+    }
+}
 
 /// Tracing target for delayed-operation lifecycles.
 pub const TRACE_TARGET: &str = "purgatory::purgatory";
@@ -39,8 +60,6 @@ pub struct OpMeta {
     pub client_id: String,
     /// The client's address.
     pub peer: SocketAddr,
-    /// The request's API version (to encode the response).
-    pub api_version: i16,
     /// When it was parked (broker clock, ms).
     pub created_ms: u64,
     /// When its timeout fires (broker clock, ms).
@@ -59,7 +78,6 @@ impl OpMeta {
             correlation_id: ctx.correlation_id,
             client_id: ctx.client_id.clone(),
             peer: ctx.peer,
-            api_version: ctx.api_version,
             created_ms,
         }
     }

@@ -13,7 +13,7 @@ use timewheel::DelayedOperation;
 use tokio::sync::oneshot;
 use tracing::info;
 
-use super::{OpMeta, TRACE_TARGET};
+use super::{OpMeta, Responder, TRACE_TARGET};
 use crate::error_codes as ec;
 use crate::handlers::produce::{build_response, ProduceStatuses};
 use crate::replica_manager::TopicPartition;
@@ -22,7 +22,7 @@ use crate::replica_manager::TopicPartition;
 pub struct DelayedProduce {
     meta: OpMeta,
     statuses: Mutex<ProduceStatuses>,
-    respond: Mutex<Option<oneshot::Sender<ResponseKind>>>,
+    respond: Responder,
 }
 
 impl DelayedProduce {
@@ -35,7 +35,7 @@ impl DelayedProduce {
         DelayedProduce {
             meta,
             statuses: Mutex::new(statuses),
-            respond: Mutex::new(Some(respond)),
+            respond: Responder::new(respond),
         }
     }
 
@@ -130,10 +130,7 @@ impl DelayedOperation for DelayedProduce {
             waited_ms = self.meta.waited_ms(),
             "completed"
         );
-        if let Some(tx) = self.respond.lock().take() {
-            // The client may have disconnected; then the response is simply dropped.
-            let _ = tx.send(ResponseKind::Produce(response));
-        }
+        self.respond.send(ResponseKind::Produce(response));
     }
 
     fn describe(&self) -> String {

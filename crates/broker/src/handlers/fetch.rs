@@ -32,11 +32,8 @@ pub const MAX_FETCH_WAIT_MS: u64 = 60_000;
 
 /// Handles a Fetch request from a consumer or a follower.
 pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest) -> Reply {
-    let replica_id = if ctx.api_version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
+    // Fetch v15+ moves the replica id into `replica_state`; we advertise up to v12.
+    let replica_id = req.replica_id.0;
     let is_follower = replica_id >= 0;
 
     // This broker never creates fetch sessions (it answers session_id 0, which a client
