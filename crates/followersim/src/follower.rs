@@ -207,20 +207,26 @@ impl FollowerHandle {
         });
     }
 
+    /// Moves to `desired` in a new session (the fetcher drops its current connection),
+    /// unless the follower has been shut down. Returns whether it did.
+    fn begin_session(&self, desired: Desired) -> bool {
+        let mut changed = false;
+        self.shared.control.send_modify(|c| {
+            if c.desired != Desired::Shutdown {
+                c.desired = desired;
+                c.session += 1;
+                changed = true;
+            }
+        });
+        changed
+    }
+
     /// Drops the connection (abandoning any Fetch in flight) and all replicated data: every
     /// log end offset goes back to 0. The follower stays down until
     /// [`restart`](Self::restart).
     pub fn crash(&self) {
         let id = self.replica_id();
-        let mut crashed = false;
-        self.shared.control.send_modify(|c| {
-            if c.desired != Desired::Shutdown {
-                c.desired = Desired::Crashed;
-                c.session += 1;
-                crashed = true;
-            }
-        });
-        if !crashed {
+        if !self.begin_session(Desired::Crashed) {
             info!(follower = id, "crash ignored: the follower is stopped");
             return;
         }
@@ -237,15 +243,7 @@ impl FollowerHandle {
     /// own log end offsets: where it was, or from 0 after a crash. Also clears a pause.
     pub fn restart(&self) {
         let id = self.replica_id();
-        let mut restarted = false;
-        self.shared.control.send_modify(|c| {
-            if c.desired != Desired::Shutdown {
-                c.desired = Desired::Running;
-                c.session += 1;
-                restarted = true;
-            }
-        });
-        if restarted {
+        if self.begin_session(Desired::Running) {
             info!(follower = id, "restarting: reconnecting to the leader and catching up from its own log end offsets");
         } else {
             info!(follower = id, "restart ignored: the follower is stopped");
