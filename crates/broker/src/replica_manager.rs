@@ -455,11 +455,12 @@ impl ReplicaManager {
         self.log_bytes.load(Ordering::Relaxed)
     }
 
-    /// Accounts for an append of `bytes`, enforcing per-partition retention and then the
-    /// broker-wide cap. Called without any partition lock held.
-    pub fn after_append(&self, handle: &PartitionHandle, bytes: usize) {
-        let freed = handle.lock().enforce_retention();
-        self.log_bytes.fetch_add(bytes, Ordering::Relaxed);
+    /// Keeps the broker-wide byte count (for `log.memory.max.bytes`) in step with a
+    /// partition log that grew by `added` and dropped `freed` bytes.
+    pub fn account_log_bytes(&self, added: usize, freed: usize) {
+        if added > 0 {
+            self.log_bytes.fetch_add(added, Ordering::Relaxed);
+        }
         self.release(freed);
     }
 
@@ -505,12 +506,9 @@ impl ReplicaManager {
     }
 
     /// After the HW of `tp` moved: parked produces and consumer fetches may now complete.
+    /// (Whoever moved the HW has already applied retention under the partition lock: data
+    /// that just became replicated may be past `retention.bytes`.)
     pub fn on_high_watermark_advanced(&self, tp: &TopicPartition) {
-        // Data that just became replicated may now be past retention.bytes.
-        if let Some(p) = self.partition(&tp.topic, tp.partition) {
-            let freed = p.lock().enforce_retention();
-            self.release(freed);
-        }
         let produces = self.produce_purgatory.check_and_complete(tp);
         let fetches = self.fetch_purgatory.check_and_complete(tp);
         if produces + fetches > 0 {
@@ -528,12 +526,19 @@ impl ReplicaManager {
         let now = self.now_ms();
         for topic in self.topics() {
             for p in &topic.partitions {
-                let (removed, hw_before, hw_after, isr) = {
+                let (removed, hw_before, hw_after, isr, freed) = {
                     let mut log = p.lock();
                     let before = log.high_watermark();
                     let removed = log.maybe_shrink_isr(now);
-                    (removed, before, log.high_watermark(), log.isr())
+                    let after = log.high_watermark();
+                    let freed = if after > before {
+                        log.enforce_retention()
+                    } else {
+                        0
+                    };
+                    (removed, before, after, log.isr(), freed)
                 };
+                self.release(freed);
                 if !removed.is_empty() {
                     warn!(
                         target: "purgatory::isr",

@@ -58,9 +58,14 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
                 ec::UNKNOWN_TOPIC_OR_PARTITION
             };
             if let (Some(h), true) = (&handle, is_follower) {
-                let update = h
-                    .lock()
-                    .update_follower_fetch(replica_id, p.fetch_offset, now);
+                let (update, freed) = {
+                    let mut log = h.lock();
+                    let update = log.update_follower_fetch(replica_id, p.fetch_offset, now);
+                    // Newly replicated data may now be past retention.bytes.
+                    let moved = update.as_ref().is_ok_and(|u| u.high_watermark_advanced);
+                    (update, if moved { log.enforce_retention() } else { 0 })
+                };
+                rm.account_log_bytes(0, freed);
                 match update {
                     Ok(u) => {
                         if u.isr_changed {

@@ -153,7 +153,7 @@ fn append_partition(
         );
     }
     let now = rm.now_ms();
-    let (result, hw_before, hw_after) = {
+    let (result, hw_before, hw_after, freed) = {
         let mut log = handle.lock();
         if acks == -1 && log.isr_len() < log.min_insync_replicas() {
             let message = format!(
@@ -166,14 +166,20 @@ fn append_partition(
         }
         let before = log.high_watermark();
         let result = log.append(records, now);
-        (result, before, log.high_watermark())
+        // The log grew: older batches below the HW may now be past retention.bytes.
+        let freed = if result.is_ok() {
+            log.enforce_retention()
+        } else {
+            0
+        };
+        (result, before, log.high_watermark(), freed)
     };
     let info = match result {
         Ok(info) => info,
         Err(e) => return PartitionStatus::error(index, e.kafka_error_code(), Some(e.to_string())),
     };
+    rm.account_log_bytes(info.bytes, freed);
     if !info.duplicate {
-        rm.after_append(&handle, info.bytes);
         rm.on_log_appended(&handle.tp);
     }
     if hw_after > hw_before {
