@@ -5,28 +5,31 @@
 //! timer allocates; cancelling unlinks the object and leaves it to the garbage collector.
 //!
 //! Here every pending timer occupies one *slot* of a `Vec` (the *slab*), and a bucket is
-//! a [`List`]: a vector of [`Item`]s, each a slot index plus the stamp of the timer that
-//! was listed. A slot knows which list its timer is in but not where in it: a cancelled
-//! timer is not unlinked. Its slot is freed, and its item stays listed as a *tombstone*
-//! until the list is flushed or compacted (see `wheel.rs`); an item is current only while
-//! its slot is occupied by the timer with its stamp. That gives:
+//! a [`List`]: a vector of [`Item`]s, each naming a slot, the stamp of the timer that was
+//! listed there and that timer's deadline. A slot knows which list its timer is in but not
+//! where in it: a cancelled timer is not unlinked. Its slot is freed, and its item stays
+//! listed as a *tombstone* until the list is flushed or compacted (see `wheel.rs`); an item
+//! is current only while its slot is occupied by the timer with its stamp. That gives:
 //!
 //! * **O(1) insert** (push the item at the end of the list) and **O(1) cancel** touching
 //!   one slot (check the stamp, take the value out; later, from the cache, the owner
 //!   [`release`](Slab::release)s it), with no allocation per timer once the vectors have
 //!   grown;
 //! * **warm slot reuse**: the free list is last in, first out, so the next inserts reuse
-//!   the slots just cancelled, still in the cache;
-//! * **small slots**: a slot holds only what a cancel needs (stamp, list id, value: 16
-//!   bytes for a payload of up to 4 bytes); the deadline and insertion number, which only
-//!   placements and flushes read, live in a parallel array ([`Times`]), so the memory that
-//!   random cancels hit is half as large;
+//!   the slots just cancelled, still in the cache. Everything an insert writes about a
+//!   timer is in its slot (warm) or its item (at the end of a list, warm), so an insert
+//!   misses the cache nowhere;
+//! * **small slots**: a slot holds only what a cancel needs (stamp, list id, the high half
+//!   of the insertion number, value: 16 bytes for a payload of up to 4 bytes). The
+//!   deadline, which only placements and flushes read, travels in the item. With a million
+//!   timers a random cancel then hits a 16 MiB array, which a server's last-level cache
+//!   largely holds; with the deadline in the slot it would be 24 or 32 MiB, and measurably
+//!   slower (see the crate README);
 //! * **cache-friendly flushes and compactions**: firing, cascading or compacting a list
-//!   reads its items in order; whether an item is current comes from the live bitmap (1 bit
-//!   per slot) and a dense copy of the stamps (4 bytes per slot), both far smaller than the
-//!   slots, so a compaction never touches a slot, and a flush touches each current timer's
-//!   times independently of the others, so the processor overlaps the cache misses.
-//!   Walking a linked list instead is one dependent miss after another;
+//!   reads its items in order, deadlines included. Whether an item is current comes from
+//!   the live bitmap (1 bit per slot, so it stays cached) and, for the items whose bit is
+//!   set, the slot's stamp, read a chunk ahead so that the misses overlap. Walking a
+//!   linked list instead is one dependent miss after another;
 //! * **stale-key detection**: every timer has an insertion number (`seq`), and a [`Key`]
 //!   (like an [`Item`]) carries the low 32 bits of it. A key whose timer already fired or
 //!   was cancelled (its slot perhaps reused by a later timer) no longer matches and is
@@ -39,16 +42,15 @@
 //! `Arc<dyn TimerTask>`.
 //!
 //! Invariants (checked by the unit tests and, in debug builds, by `debug_assert!`):
-//! * an occupied slot has `value: Some(_)`, its bit set, its stamp in `stamps`, and exactly
-//!   one current item, in the list its `link` names (except transiently while its owner
-//!   moves it);
+//! * an occupied slot has `value: Some(_)`, its bit set, and exactly one current item, in
+//!   the list its `link` names (except transiently while its owner moves it);
 //! * a vacant slot has `value: None`; once released, its bit is clear and it is on the
 //!   free list (between [`vacate`](Slab::vacate) or [`take`](Slab::take) and
 //!   [`release`](Slab::release) its owner keeps it aside, and it still counts as current);
 //! * `len` is the number of occupied slots.
 //!
 //! Costs: everything O(1) (amortised where a `Vec` doubles); memory is `capacity *`
-//! [`bytes_per_slot`](Slab::bytes_per_slot) plus a bit per slot, plus 8 bytes per listed
+//! [`bytes_per_slot`](Slab::bytes_per_slot) plus a bit per slot, plus 16 bytes per listed
 //! item.
 
 /// The "null" index: "not in a list".
@@ -65,9 +67,21 @@ pub struct Key {
     pub(crate) stamp: u32,
 }
 
-/// The part of a timer a cancel touches: 16 bytes for a payload of up to 4 bytes (or one
-/// with a niche, like `Option<NonZeroU32>`), 32 for a 16-byte payload such as
-/// `Arc<dyn TimerTask>`. Aligned so that it never straddles two cache lines.
+impl Key {
+    /// The list item for this key's timer, due at `deadline`.
+    #[inline]
+    pub(crate) fn item(self, deadline: u64) -> Item {
+        Item {
+            index: self.index,
+            stamp: self.stamp,
+            deadline,
+        }
+    }
+}
+
+/// One pending timer's slot: what a cancel touches. 16 bytes for a payload of up to 4
+/// bytes (or one with a niche, like `Option<NonZeroU32>`), 32 for a 16-byte payload such
+/// as `Arc<dyn TimerTask>`. Aligned so that it never straddles two cache lines.
 #[repr(align(16))]
 pub(crate) struct Slot<T> {
     /// The low 32 bits of the occupant's insertion number (the [`Key`] stamp).
@@ -75,25 +89,21 @@ pub(crate) struct Slot<T> {
     /// Occupied: which list the timer is in (the owner decides what the ids mean), or
     /// [`NIL`]. Vacant and released: the next slot on the free list, or [`NIL`].
     link: u32,
+    /// The high 32 bits of the occupant's insertion number.
+    seq_hi: u32,
     /// The payload; `None` while the slot is vacant.
     value: Option<T>,
 }
 
-/// The part of a timer only flushes read: when it is due and its insertion number.
-pub(crate) struct Times {
-    /// When the timer is due, in milliseconds on the wheel's clock.
-    pub(crate) deadline: u64,
-    /// Insertion number: breaks ties between timers with the same deadline (they fire in
-    /// insertion order); its low 32 bits are the stamp.
-    pub(crate) seq: u64,
-}
-
-/// One listed timer: its slot and the stamp of the timer that was listed. It is a
-/// tombstone once that timer is gone (the slot is vacant or holds a later timer).
+/// One listed timer: its slot, the stamp of the timer that was listed and that timer's
+/// deadline. It is a tombstone once that timer is gone (the slot is vacant or holds a
+/// later timer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Item {
     pub(crate) index: u32,
     pub(crate) stamp: u32,
+    /// When the timer is due, in milliseconds on the wheel's clock.
+    pub(crate) deadline: u64,
 }
 
 /// A list of items, some of which may be tombstones: O(1) push, iteration in memory
@@ -114,6 +124,31 @@ impl List {
     /// Number of live (occupied) entries.
     pub(crate) fn live(&self) -> usize {
         self.items.len() - self.dead
+    }
+
+    /// Append an item. Amortised O(1); see [`List::grow`] for how the buffer grows.
+    #[inline]
+    pub(crate) fn push(&mut self, item: Item) {
+        if self.items.len() == self.items.capacity() {
+            self.grow();
+        }
+        self.items.push(item);
+    }
+
+    /// Make room for more items: double a small buffer, but grow a large one by a quarter,
+    /// so that a list holding most of a million timers does not carry up to as many again
+    /// in spare capacity. Still amortised O(1) per push (a geometric growth), and cheap:
+    /// a large buffer is reallocated by remapping its pages, not by copying them.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let cap = self.items.capacity();
+        let more = if cap < LARGE_LIST {
+            cap.max(8)
+        } else {
+            cap / 4
+        };
+        self.items.reserve_exact(more);
     }
 
     /// Take the indices out (live and tombstones), leaving the list empty (but keeping a
@@ -138,18 +173,17 @@ impl List {
     }
 }
 
-/// Growable arrays of slots and times with a free list and a live bitmap.
+/// A list at least this long (64 KiB of items) grows by a quarter instead of doubling.
+const LARGE_LIST: usize = 4096;
+
+/// A growable array of slots with a free list and a live bitmap.
 pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
-    times: Vec<Times>,
     /// First released vacant slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
     /// Bit `i` is set iff slot `i` is occupied (vacated but unreleased slots count as
     /// occupied here, see [`Slab::vacate`]).
     live: Vec<u64>,
-    /// `stamps[i]` is slot `i`'s stamp: a dense copy that flushes and compactions read
-    /// (4 bytes a slot, so they stay in the cache far better than the slots).
-    stamps: Vec<u32>,
     len: usize,
 }
 
@@ -157,22 +191,19 @@ impl<T> Slab<T> {
     /// An empty slab with room for `capacity` timers before it reallocates.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         let slots = Vec::with_capacity(capacity);
-        let times = Vec::with_capacity(capacity);
         advise_huge_pages(&slots);
-        advise_huge_pages(&times);
         Slab {
             slots,
-            times,
             free_head: NIL,
             live: Vec::with_capacity(capacity.div_ceil(64)),
-            stamps: Vec::with_capacity(capacity),
             len: 0,
         }
     }
 
-    /// Bytes per timer: a slot, its times and its bit.
+    /// Bytes per timer in the slab: a slot and (rounded up) its bit. Its item, in a list,
+    /// is another `size_of::<Item>()` (16).
     pub(crate) fn bytes_per_slot() -> usize {
-        std::mem::size_of::<Slot<T>>() + std::mem::size_of::<Times>() + 4
+        std::mem::size_of::<Slot<T>>() + 1
     }
 
     /// Number of occupied slots.
@@ -186,9 +217,10 @@ impl<T> Slab<T> {
     }
 
     /// Store a value in a free slot (reusing the most recently released one) and return
-    /// its key. The caller must list it in list `link`.
+    /// its key. The caller must list it in list `link`, with an item made by
+    /// [`Key::item`].
     #[inline]
-    pub(crate) fn insert(&mut self, deadline: u64, seq: u64, value: T, link: u32) -> Key {
+    pub(crate) fn insert(&mut self, seq: u64, value: T, link: u32) -> Key {
         self.len += 1;
         let stamp = seq as u32;
         let index = self.free_head;
@@ -196,29 +228,28 @@ impl<T> Slab<T> {
             let at = index as usize;
             debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
             // SAFETY: the free list only holds indices of slots that exist (`release`
-            // indexes the slot before linking it), and `times`, `stamps` and `live` always
-            // cover every slot (they grow together in the other branch).
+            // indexes the slot before linking it), and `live` always covers every slot (it
+            // grows with the slots in the other branch).
             unsafe {
                 let slot = self.slots.get_unchecked_mut(at);
                 self.free_head = slot.link;
                 *slot = Slot {
                     stamp,
                     link,
+                    seq_hi: (seq >> 32) as u32,
                     value: Some(value),
                 };
-                *self.times.get_unchecked_mut(at) = Times { deadline, seq };
-                *self.stamps.get_unchecked_mut(at) = stamp;
                 *self.live.get_unchecked_mut(at / 64) |= 1 << (at % 64);
             }
             Key { index, stamp }
         } else {
-            self.insert_new(deadline, seq, value, link)
+            self.insert_new(seq, value, link)
         }
     }
 
     /// [`insert`](Slab::insert) into a new slot at the end.
     #[inline(never)]
-    fn insert_new(&mut self, deadline: u64, seq: u64, value: T, link: u32) -> Key {
+    fn insert_new(&mut self, seq: u64, value: T, link: u32) -> Key {
         let stamp = seq as u32;
         let index = u32::try_from(self.slots.len())
             .ok()
@@ -230,10 +261,9 @@ impl<T> Slab<T> {
         self.slots.push(Slot {
             stamp,
             link,
+            seq_hi: (seq >> 32) as u32,
             value: Some(value),
         });
-        self.times.push(Times { deadline, seq });
-        self.stamps.push(stamp);
         if index % 64 == 0 {
             self.live.push(1);
         } else {
@@ -242,15 +272,12 @@ impl<T> Slab<T> {
         Key { index, stamp }
     }
 
-    /// Double the capacity (at least 64 slots), advising huge pages for the new buffers.
+    /// Double the capacity (at least 64 slots), advising huge pages for the new buffer.
     #[cold]
     fn grow(&mut self) {
         let more = self.slots.capacity().max(64);
         self.slots.reserve_exact(more);
-        self.times
-            .reserve_exact(self.slots.capacity() - self.times.len());
         advise_huge_pages(&self.slots);
-        advise_huge_pages(&self.times);
     }
 
     /// The slot's index if `key` still names the timer it was issued for.
@@ -273,10 +300,10 @@ impl<T> Slab<T> {
         Some(value)
     }
 
-    /// The deadline and insertion number of a slot's timer.
+    /// The full insertion number of the timer listed as `item`, which must be current.
     #[inline]
-    pub(crate) fn times(&self, index: u32) -> &Times {
-        &self.times[index as usize]
+    pub(crate) fn seq(&self, item: Item) -> u64 {
+        (u64::from(self.slots[item.index as usize].seq_hi) << 32) | u64::from(item.stamp)
     }
 
     /// The list an occupied slot is in.
@@ -286,17 +313,24 @@ impl<T> Slab<T> {
     }
 
     /// True if `item` names the timer that occupies its slot (it is not a tombstone).
-    /// Reads the bitmap and the dense stamps, never the slot, and does not branch (in a
+    /// Reads the bitmap, and the slot only if its bit is set, and does not branch (in a
     /// list, tombstones and live entries come in random order).
     #[inline]
     pub(crate) fn is_current(&self, item: Item) -> bool {
         let index = item.index as usize;
         let bit = (self.live[index / 64] >> (index % 64)) as usize & 1;
         // A vacant slot needs no stamp (its item is a tombstone whatever the stamp says):
-        // read that of slot 0, certainly cached, instead. Arithmetic, not a branch: in a
-        // list, tombstones and live entries come in random order.
+        // read that of slot 0, certainly cached, instead. Arithmetic, not a branch.
         let at = index & bit.wrapping_neg();
-        (bit == 1) & (self.stamps[at] == item.stamp)
+        (bit == 1) & (self.slots[at].stamp == item.stamp)
+    }
+
+    /// Ask the processor to start loading the slot `item` names.
+    #[inline]
+    pub(crate) fn prefetch(&self, item: Item) {
+        if let Some(slot) = self.slots.get(item.index as usize) {
+            prefetch(slot);
+        }
     }
 
     /// Free an occupied slot, returning its value: it goes on the free list at once,
@@ -337,52 +371,53 @@ impl<T> Slab<T> {
         list
     }
 
-    /// Append an occupied slot that is in no list to `list`, whose id is `list_id`.
-    /// Amortised O(1).
+    /// Append the current `item`, whose slot is in no list, to `list`, whose id is
+    /// `list_id`. Amortised O(1).
     #[inline]
-    pub(crate) fn push(&mut self, list: &mut List, list_id: u32, index: u32) {
-        let slot = &mut self.slots[index as usize];
-        slot.link = list_id;
-        list.items.push(Item {
-            index,
-            stamp: slot.stamp,
-        });
+    pub(crate) fn push(&mut self, list: &mut List, list_id: u32, item: Item) {
+        debug_assert!(self.is_current(item));
+        self.slots[item.index as usize].link = list_id;
+        list.push(item);
     }
 
-    /// Drop every tombstone from `list`; current items keep their order. Reads only the
-    /// list, the bitmap and the slots whose bit is set, and does not branch on what it
-    /// finds (tombstones and live entries come in random order).
+    /// Drop every tombstone from `list`; current items keep their order. Reads the list,
+    /// the bitmap and the slots whose bit is set, and does not branch on what it finds
+    /// (tombstones and live entries come in random order).
     pub(crate) fn compact(&self, list: &mut List) {
         let expected = list.live();
         let items = &mut list.items;
         let len = items.len();
-        let (live, stamps) = (&self.live[..], &self.stamps[..]);
-        debug_assert!(items.iter().all(|i| (i.index as usize) < stamps.len()));
-        debug_assert!(stamps.len() <= live.len() * 64);
+        let (live, slots) = (&self.live[..], &self.slots[..]);
+        debug_assert!(items.iter().all(|i| (i.index as usize) < slots.len()));
+        debug_assert!(slots.len() <= live.len() * 64);
         let mut kept = 0;
         // This loop runs for about two items per cancel in a cancel-heavy workload, so it
         // is kept short: no bounds checks, no branch on what it finds.
         for at in 0..len {
             // SAFETY: `at < len` and `kept <= at`; every listed index names an existing
-            // slot (slots are never removed), and `stamps` and `live` cover every slot
-            // (asserted above in debug builds).
+            // slot (slots are never removed), and `live` covers every slot (asserted above
+            // in debug builds).
             unsafe {
-                // The stamps are read in list order, which is random in memory: ask for
+                // The slots are read in list order, which is random in memory: ask for
                 // them well ahead, beyond what the processor would reach by itself.
                 if at + COMPACT_PREFETCH < len {
                     let ahead = items.get_unchecked(at + COMPACT_PREFETCH).index as usize;
-                    prefetch(stamps.get_unchecked(ahead));
+                    prefetch(slots.get_unchecked(ahead));
                 }
                 let item = *items.get_unchecked(at);
                 *items.get_unchecked_mut(kept) = item;
                 let index = item.index as usize;
                 let bit = (*live.get_unchecked(index / 64) >> (index % 64)) as usize & 1;
                 // As in `is_current`: a vacant slot's stamp is not needed.
-                let stamp = *stamps.get_unchecked(index & bit.wrapping_neg());
+                let stamp = slots.get_unchecked(index & bit.wrapping_neg()).stamp;
                 kept += bit & usize::from(stamp == item.stamp);
             }
         }
         items.truncate(kept);
+        if items.capacity() > 4 * kept.max(LARGE_LIST) {
+            // Most of a large list was cancelled: give the spare memory back.
+            items.shrink_to(2 * kept);
+        }
         debug_assert_eq!(items.len(), expected, "tombstone count");
         list.dead = 0;
     }
@@ -392,6 +427,10 @@ impl<T> Slab<T> {
         debug_assert_eq!(list.live(), 0, "clearing a list with live entries");
         debug_assert!(list.items.iter().all(|&i| !self.is_current(i)));
         list.items.clear();
+        if list.items.capacity() > LARGE_LIST {
+            // A large buffer emptied by cancels: give its memory back.
+            list.items = Vec::new();
+        }
         list.dead = 0;
     }
 
@@ -402,7 +441,7 @@ impl<T> Slab<T> {
     }
 }
 
-/// How far ahead a compaction prefetches the stamps it will read.
+/// How far ahead a compaction prefetches the slots it will read.
 const COMPACT_PREFETCH: usize = 64;
 
 /// Ask the processor to start loading `value` into the cache.
@@ -467,9 +506,9 @@ mod tests {
     fn tombstones_compaction_and_reuse() {
         let mut slab = Slab::with_capacity(4);
         let mut list = List::default();
-        let keys: Vec<Key> = (0..4).map(|v| slab.insert(0, v as u64, v, NIL)).collect();
+        let keys: Vec<Key> = (0..4).map(|v| slab.insert(v as u64, v, NIL)).collect();
         for k in &keys {
-            slab.push(&mut list, 7, k.index);
+            slab.push(&mut list, 7, k.item(0));
             assert_eq!(slab.list_of(k.index), 7);
         }
         assert_eq!(values(&slab, &list), vec![0, 1, 2, 3]);
@@ -486,10 +525,10 @@ mod tests {
 
         // The freed slot is reused at once (LIFO) with a new stamp, and listed again in
         // the same list: the old item stays a tombstone, stale keys stay stale.
-        let k = slab.insert(0, 9, 9, NIL);
+        let k = slab.insert(9, 9, NIL);
         assert_eq!(k.index, keys[3].index);
         assert_ne!(k.stamp, keys[3].stamp);
-        slab.push(&mut list, 7, k.index);
+        slab.push(&mut list, 7, k.item(0));
         assert_eq!(slab.resolve(k), Some(k.index));
         assert_eq!(slab.resolve(keys[3]), None);
         assert_eq!(values(&slab, &list), vec![0, 2, 9]);
@@ -502,8 +541,8 @@ mod tests {
 
         // A list of tombstones only is cleared wholesale.
         let mut other = List::default();
-        let k2 = slab.insert(0, 10, 10, NIL);
-        slab.push(&mut other, 8, k2.index);
+        let k2 = slab.insert(10, 10, NIL);
+        slab.push(&mut other, 8, k2.item(0));
         assert_eq!(slab.free(k2.index), 10);
         other.dead += 1;
         slab.clear_dead(&mut other);
@@ -519,25 +558,22 @@ mod tests {
         assert_eq!(size_of::<Slot<NonZeroU32>>(), 16);
         assert_eq!(size_of::<Slot<Arc<dyn Fn() + Send + Sync>>>(), 32);
         assert_eq!(align_of::<Slot<u8>>(), 16);
-        assert_eq!(size_of::<Times>(), 16);
+        assert_eq!(size_of::<Item>(), 16);
     }
 
     #[test]
-    fn the_bitmap_and_stamps_follow_many_slots() {
+    fn the_bitmap_follows_many_slots() {
         let mut slab = Slab::with_capacity(0);
-        let keys: Vec<Key> = (0..200).map(|v| slab.insert(0, v as u64, v, NIL)).collect();
+        let keys: Vec<Key> = (0..200).map(|v| slab.insert(v as u64, v, NIL)).collect();
         for k in keys.iter().step_by(3) {
             slab.free(k.index);
         }
-        let item = |k: &Key| Item {
-            index: k.index,
-            stamp: k.stamp,
-        };
+        let item = |k: &Key| k.item(0);
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(slab.is_current(item(k)), i % 3 != 0);
         }
         assert_eq!(slab.len(), 200 - 67);
-        let again = slab.insert(0, 1000, 1000, NIL);
+        let again = slab.insert(1000, 1000, NIL);
         assert!(slab.is_current(item(&again)));
         assert!(keys
             .iter()
@@ -549,8 +585,8 @@ mod tests {
         let mut slab = Slab::with_capacity(3);
         let mut list = List::default();
         for v in 0..3 {
-            let k = slab.insert(0, v as u64, v, NIL);
-            slab.push(&mut list, 0, k.index);
+            let k = slab.insert(v as u64, v, NIL);
+            slab.push(&mut list, 0, k.item(0));
         }
         let items = list.take();
         assert!(list.is_empty());
@@ -565,12 +601,52 @@ mod tests {
         assert!(list.is_empty() && list.items.capacity() >= 3);
 
         let mut huge = Vec::with_capacity(10_000);
-        huge.push(Item { index: 1, stamp: 1 });
+        huge.push(Item {
+            index: 1,
+            stamp: 1,
+            deadline: 0,
+        });
         let mut other = List::default();
         other.recycle(huge, 1);
         assert!(
             other.items.capacity() <= 64,
             "an oversized buffer is shrunk"
         );
+    }
+
+    #[test]
+    fn a_large_list_grows_by_a_quarter_and_gives_memory_back() {
+        let n = 8 * LARGE_LIST;
+        let mut slab = Slab::with_capacity(n);
+        let mut list = List::default();
+        let keys: Vec<Key> = (0..n)
+            .map(|v| {
+                let k = slab.insert(v as u64, v as u32, NIL);
+                slab.push(&mut list, 0, k.item(v as u64));
+                k
+            })
+            .collect();
+        let cap = list.items.capacity();
+        assert!(cap >= n && cap <= n + n / 4, "capacity {cap} for {n} items");
+
+        // Cancel all but one in eight, then compact: most of the buffer is returned.
+        for (v, k) in keys.iter().enumerate() {
+            if v % 8 != 0 {
+                slab.free(k.index);
+                list.dead += 1;
+            }
+        }
+        slab.compact(&mut list);
+        assert_eq!(list.items.len(), n / 8);
+        assert!(list.items.capacity() <= n / 4, "{}", list.items.capacity());
+
+        // Cancel the rest: the emptied list keeps no large buffer.
+        for k in keys.iter().step_by(8) {
+            slab.free(k.index);
+            list.dead += 1;
+        }
+        slab.clear_dead(&mut list);
+        assert!(list.is_empty() && list.items.capacity() == 0);
+        assert_eq!(slab.len(), 0);
     }
 }

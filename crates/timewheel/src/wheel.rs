@@ -59,8 +59,8 @@
 //! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry is moved at most once per level), plus sorting each batch of fired entries.
 //! * memory: per pending timer a slot (16 bytes with a payload of up to 4 bytes, 32 with
-//!   a 16-byte one such as `Arc<dyn TimerTask>`), 16 bytes of times, a 4-byte stamp and a
-//!   bit, and an 8-byte item in its bucket's list (tombstones at most double the lists, see
+//!   a 16-byte one such as `Arc<dyn TimerTask>`) and a bit, and a 16-byte item (slot,
+//!   stamp, deadline) in its bucket's list (tombstones at most double the lists, see
 //!   below), plus `wheel_size` small bucket headers per level.
 //!
 //! # Incremental cascades
@@ -90,24 +90,28 @@
 //! on the free list (so it is reused while still warm) and counts one more tombstone in
 //! the list its id names. The item stays listed:
 //!
-//! * flushes, cascades and draining skip tombstones (the slab's live bitmap and dense
-//!   stamps say which items are current, without touching the slots);
+//! * flushes, cascades and draining skip tombstones (the slab's live bitmap says which
+//!   slots are vacant, and the stamp of an occupied slot whether it still holds the
+//!   listed timer);
 //! * a list whose tombstones are more than [`COMPACT_RATIO`] times its live entries (and
 //!   at least [`COMPACT_MIN`]) is *compacted*: one sequential, branch-free pass over its
-//!   items, the bitmap and the stamps (prefetched) keeps the current ones in order. Each
-//!   compaction drops at least two items for every one it keeps, so it costs amortised
-//!   O(1) per cancel (at most 1.5 items read per tombstone), and a list never holds more
-//!   than `max(2 * live, COMPACT_MIN)` tombstones;
+//!   items and the bitmap, reading (prefetched) the slots whose bit is set, keeps the
+//!   current items in order. Each compaction drops at least one item for every one it
+//!   keeps, so it costs amortised O(1) per cancel (at most 2 items read per tombstone),
+//!   and a list never holds more than `max(live, COMPACT_MIN)` tombstones;
 //! * a bucket whose last live timer is cancelled is emptied at once and leaves the bucket
 //!   queue, so the queue holds exactly the buckets with live timers and a driver never
 //!   wakes for a bucket of cancelled ones.
 //!
 //! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
 //! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots
-//! (tombstones are items, not slots); the lists at most three times the pending timers
-//! plus `COMPACT_MIN` per list. Items are 8 bytes, so the tombstones add at most 16 bytes
-//! per pending timer to the about 45 a timer with a small payload costs (a ratio of 1
-//! would cap them at 8 bytes, for a third more compaction work per cancel).
+//! (tombstones are items, not slots); the lists at most twice the pending timers plus
+//! `COMPACT_MIN` per list. A large list grows by a quarter at a time rather than doubling,
+//! and gives memory back once most of it was cancelled, so in a steady state of random
+//! cancels a timer with a small payload costs about 50 bytes all told (16 of slot, up to
+//! 32 of item and tombstone, and the spare capacity), measured by `timer-bench churn`.
+//! A ratio of 2 would read a quarter fewer items per cancel but let that grow to about
+//! 75 bytes.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -133,7 +137,7 @@ pub const COMPACT_MIN: usize = 64;
 
 /// A list is compacted once its tombstones are more than this many times its live entries
 /// (and at least [`COMPACT_MIN`]; see "Tombstones").
-pub const COMPACT_RATIO: usize = 2;
+pub const COMPACT_RATIO: usize = 1;
 
 /// How many cancelled entries wait before their bookkeeping is done in one batch.
 pub const SETTLE_BATCH: usize = 128;
@@ -424,16 +428,13 @@ impl<T> TimingWheel<T> {
             let id = last.id;
             if let Some(bucket) = self.buckets.get_mut(last.bucket as usize) {
                 if !bucket.is_empty() {
-                    let key = self.slab.insert(deadline, seq, value, id);
+                    let key = self.slab.insert(seq, value, id);
                     let list = if id & 1 == 1 {
                         &mut bucket.head
                     } else {
                         &mut bucket.list
                     };
-                    list.items.push(Item {
-                        index: key.index,
-                        stamp: key.stamp,
-                    });
+                    list.push(key.item(deadline));
                     return key;
                 }
             }
@@ -445,11 +446,8 @@ impl<T> TimingWheel<T> {
     #[inline(never)]
     fn insert_slow(&mut self, deadline: u64, seq: u64, value: T) -> Key {
         let id = self.target(deadline);
-        let key = self.slab.insert(deadline, seq, value, id);
-        self.list_by_id(id).items.push(Item {
-            index: key.index,
-            stamp: key.stamp,
-        });
+        let key = self.slab.insert(seq, value, id);
+        self.list_by_id(id).push(key.item(deadline));
         key
     }
 
@@ -551,11 +549,26 @@ impl<T> TimingWheel<T> {
         self.slab.resolve(key).is_some()
     }
 
-    /// The deadline of a pending timer.
+    /// The deadline of a pending timer. O(n) in the size of its bucket: the deadline is
+    /// kept in the bucket's list, not in the slot a key names (see `slab.rs`), so this is
+    /// meant for tests and introspection, not for a hot path.
     pub fn deadline(&self, key: Key) -> Option<u64> {
-        self.slab
-            .resolve(key)
-            .map(|index| self.slab.times(index).deadline)
+        let index = self.slab.resolve(key)?;
+        let id = self.slab.list_of(index);
+        let list = if id == DUE {
+            &self.due
+        } else {
+            let bucket = &self.buckets[(id >> 1) as usize];
+            if id & 1 == 1 {
+                &bucket.head
+            } else {
+                &bucket.list
+            }
+        };
+        list.items
+            .iter()
+            .find(|item| item.index == key.index && item.stamp == key.stamp)
+            .map(|item| item.deadline)
     }
 
     /// Advance the clock to `now_ms`, appending every timer due at or before it to `out`
@@ -664,10 +677,10 @@ impl<T> TimingWheel<T> {
     /// File an entry that is in no list: into the due list, or into the finest level that
     /// covers it.
     #[inline]
-    fn place(&mut self, index: u32) {
-        let id = self.target(self.slab.times(index).deadline);
+    fn place(&mut self, item: Item) {
+        let id = self.target(item.deadline);
         self.slab
-            .push(list_by_id(&mut self.due, &mut self.buckets, id), id, index);
+            .push(list_by_id(&mut self.due, &mut self.buckets, id), id, item);
     }
 
     /// The list a timer due at `deadline` goes into: the due list, or a list of the finest
@@ -814,7 +827,7 @@ impl<T> TimingWheel<T> {
             for &item in chunk {
                 if self.slab.is_current(item) {
                     self.slab.mark_unlisted(item.index);
-                    self.place(item.index);
+                    self.place(item);
                 } else {
                     dead += 1;
                 }
@@ -844,16 +857,12 @@ impl<T> TimingWheel<T> {
         list.is_empty()
     }
 
-    /// Read every live listed entry once, so that their cache lines are fetched in
-    /// parallel.
+    /// Start loading the slot of every listed entry, so that their cache misses overlap
+    /// (placing or firing an entry writes its slot).
     fn touch_all(&self, items: &[Item]) {
-        let mut touched = 0u64;
         for &item in items {
-            if self.slab.is_current(item) {
-                touched ^= self.slab.times(item.index).deadline;
-            }
+            self.slab.prefetch(item);
         }
-        std::hint::black_box(touched);
     }
 
     /// Hand out every entry of the due list.
@@ -869,16 +878,11 @@ impl<T> TimingWheel<T> {
                 if !self.slab.is_current(item) {
                     continue;
                 }
-                let index = item.index;
-                self.slab.mark_unlisted(index);
-                let (deadline_ms, seq) = {
-                    let e = self.slab.times(index);
-                    (e.deadline, e.seq)
-                };
+                self.slab.mark_unlisted(item.index);
                 out.push(Expired {
-                    deadline_ms,
-                    seq,
-                    value: self.slab.free(index),
+                    deadline_ms: item.deadline,
+                    seq: self.slab.seq(item),
+                    value: self.slab.free(item.index),
                 });
             }
         }
