@@ -18,24 +18,27 @@
 //! * **warm slot reuse**: the free list is last in, first out, so the next inserts reuse
 //!   the slots just cancelled, still in the cache. Everything an insert writes about a
 //!   timer is in its slot (warm) or its item (at the end of a list, warm), so an insert
-//!   misses the cache nowhere;
-//! * **small slots**: a slot holds only what a cancel needs (stamp, list id, the high half
-//!   of the insertion number, value: 16 bytes for a payload of up to 4 bytes). The
+//!   misses the cache anywhere but in the small tag array (below);
+//! * **small slots**: a slot holds only what a cancel needs (stamp, list id, the high
+//!   bits of the insertion number, value: 16 bytes for a payload of up to 4 bytes). The
 //!   deadline, which only placements and flushes read, travels in the item. With a million
 //!   timers a random cancel then hits a 16 MiB array, which a server's last-level cache
 //!   largely holds; with the deadline in the slot it would be 24 or 32 MiB, and measurably
 //!   slower (see the crate README);
 //! * **cache-friendly flushes and compactions**: firing, cascading or compacting a list
-//!   reads its items in order, deadlines included. Whether an item is current comes from
-//!   the live bitmap (1 bit per slot, so it stays cached) and, for the items whose bit is
-//!   set, the slot's stamp, read a chunk ahead so that the misses overlap. Walking a
-//!   linked list instead is one dependent miss after another;
-//! * **stale-key detection**: every timer has an insertion number (`seq`), and a [`Key`]
-//!   (like an [`Item`]) carries the low 32 bits of it. A key whose timer already fired or
-//!   was cancelled (its slot perhaps reused by a later timer) no longer matches and is
-//!   refused instead of cancelling an unrelated timer. A mix-up would need the slot to be
-//!   reused by a timer inserted exactly a multiple of 2^32 insertions later while the old
-//!   key (or tombstone) is still around.
+//!   reads its items in order, deadlines included. A compaction decides whether an item is
+//!   current from the live bitmap (1 bit per slot) and the *tags* (the low byte of each
+//!   slot's stamp, 1 byte per slot), both small enough to stay cached, and never reads a
+//!   slot (see [`Slab::compact`]). A flush reads the slots of the items it moves, a chunk
+//!   ahead so that the misses overlap. Walking a linked list instead is one dependent miss
+//!   after another;
+//! * **stale-key detection**: a [`Key`] (like an [`Item`]) carries its timer's *stamp*:
+//!   the low 24 bits of its insertion number (`seq`) above an 8-bit count of the slot's
+//!   occupants. A key whose timer already fired or was cancelled (its slot perhaps reused
+//!   by a later timer) no longer matches and is refused instead of cancelling an unrelated
+//!   timer. A mix-up would need the slot to have been reused a multiple of 256 times, by
+//!   a timer inserted a multiple of 2^24 insertions later, while the old key (or
+//!   tombstone) is still around.
 //!
 //! Slots are aligned to 16 bytes, so that one never straddles two cache lines: 16 bytes
 //! with a payload of up to 4 bytes, 32 with a 16-byte payload such as
@@ -57,7 +60,7 @@
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// Names one timer in a [`TimingWheel`](crate::TimingWheel): its slot index plus a stamp
-/// (the low bits of its insertion number).
+/// (the low bits of its insertion number and of its slot's occupant count).
 ///
 /// Keys are `Copy` and 8 bytes; a key whose timer is gone is *stale* and every operation
 /// on it is a harmless no-op.
@@ -84,12 +87,12 @@ impl Key {
 /// as `Arc<dyn TimerTask>`. Aligned so that it never straddles two cache lines.
 #[repr(align(16))]
 pub(crate) struct Slot<T> {
-    /// The low 32 bits of the occupant's insertion number (the [`Key`] stamp).
+    /// The occupant's stamp (the [`Key`] stamp): see [`stamp_for`].
     stamp: u32,
     /// Occupied: which list the timer is in (the owner decides what the ids mean), or
     /// [`NIL`]. Vacant and released: the next slot on the free list, or [`NIL`].
     link: u32,
-    /// The high 32 bits of the occupant's insertion number.
+    /// The occupant's insertion number above the 24 bits its stamp holds.
     seq_hi: u32,
     /// The payload; `None` while the slot is vacant.
     value: Option<T>,
@@ -173,6 +176,22 @@ impl List {
     }
 }
 
+use crate::wheel::COMPACT_MIN;
+
+/// How many low bits of a timer's insertion number its stamp holds (see [`stamp_for`]).
+const SEQ_IN_STAMP: u32 = 24;
+
+/// The stamp of a slot's next occupant, inserted as number `seq`, given the stamp of the
+/// previous occupant: the low 24 bits of `seq` above an 8-bit generation that counts the
+/// slot's occupants. Consecutive occupants of a slot therefore always differ in the low
+/// byte, which is all a compaction compares (see [`Slab::compact`]); keys compare all 32
+/// bits. The insertion number is the stamp's 24 bits plus the slot's `seq_hi`, 56 bits in
+/// all, enough for a million insertions a second for two thousand years.
+#[inline]
+fn stamp_for(seq: u64, previous: u32) -> u32 {
+    ((seq as u32) << 8) | (previous.wrapping_add(1) & 0xff)
+}
+
 /// A list at least this long (64 KiB of items) grows by a quarter instead of doubling.
 const LARGE_LIST: usize = 4096;
 
@@ -184,6 +203,9 @@ pub(crate) struct Slab<T> {
     /// Bit `i` is set iff slot `i` is occupied (vacated but unreleased slots count as
     /// occupied here, see [`Slab::vacate`]).
     live: Vec<u64>,
+    /// `tags[i]` is the low byte (the generation) of slot `i`'s stamp: a dense copy that
+    /// compactions read, 1 byte a slot, so that it stays in the cache.
+    tags: Vec<u8>,
     len: usize,
 }
 
@@ -196,6 +218,7 @@ impl<T> Slab<T> {
             slots,
             free_head: NIL,
             live: Vec::with_capacity(capacity.div_ceil(64)),
+            tags: Vec::with_capacity(capacity),
             len: 0,
         }
     }
@@ -222,26 +245,27 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn insert(&mut self, seq: u64, value: T, link: u32) -> Key {
         self.len += 1;
-        let stamp = seq as u32;
         let index = self.free_head;
         if index != NIL {
             let at = index as usize;
             debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
             // SAFETY: the free list only holds indices of slots that exist (`release`
-            // indexes the slot before linking it), and `live` always covers every slot (it
-            // grows with the slots in the other branch).
+            // indexes the slot before linking it), and `tags` and `live` always cover every
+            // slot (they grow with the slots in the other branch).
             unsafe {
                 let slot = self.slots.get_unchecked_mut(at);
                 self.free_head = slot.link;
+                let stamp = stamp_for(seq, slot.stamp);
                 *slot = Slot {
                     stamp,
                     link,
-                    seq_hi: (seq >> 32) as u32,
+                    seq_hi: (seq >> SEQ_IN_STAMP) as u32,
                     value: Some(value),
                 };
+                *self.tags.get_unchecked_mut(at) = stamp as u8;
                 *self.live.get_unchecked_mut(at / 64) |= 1 << (at % 64);
+                Key { index, stamp }
             }
-            Key { index, stamp }
         } else {
             self.insert_new(seq, value, link)
         }
@@ -250,7 +274,7 @@ impl<T> Slab<T> {
     /// [`insert`](Slab::insert) into a new slot at the end.
     #[inline(never)]
     fn insert_new(&mut self, seq: u64, value: T, link: u32) -> Key {
-        let stamp = seq as u32;
+        let stamp = stamp_for(seq, u32::MAX);
         let index = u32::try_from(self.slots.len())
             .ok()
             .filter(|&i| i != NIL)
@@ -261,9 +285,10 @@ impl<T> Slab<T> {
         self.slots.push(Slot {
             stamp,
             link,
-            seq_hi: (seq >> 32) as u32,
+            seq_hi: (seq >> SEQ_IN_STAMP) as u32,
             value: Some(value),
         });
+        self.tags.push(stamp as u8);
         if index % 64 == 0 {
             self.live.push(1);
         } else {
@@ -277,6 +302,8 @@ impl<T> Slab<T> {
     fn grow(&mut self) {
         let more = self.slots.capacity().max(64);
         self.slots.reserve_exact(more);
+        self.tags
+            .reserve_exact(self.slots.capacity() - self.tags.len());
         advise_huge_pages(&self.slots);
     }
 
@@ -303,7 +330,8 @@ impl<T> Slab<T> {
     /// The full insertion number of the timer listed as `item`, which must be current.
     #[inline]
     pub(crate) fn seq(&self, item: Item) -> u64 {
-        (u64::from(self.slots[item.index as usize].seq_hi) << 32) | u64::from(item.stamp)
+        (u64::from(self.slots[item.index as usize].seq_hi) << SEQ_IN_STAMP)
+            | u64::from(item.stamp >> 8)
     }
 
     /// The list an occupied slot is in.
@@ -377,43 +405,75 @@ impl<T> Slab<T> {
     pub(crate) fn push(&mut self, list: &mut List, list_id: u32, item: Item) {
         debug_assert!(self.is_current(item));
         self.slots[item.index as usize].link = list_id;
+        self.append(list, item);
+    }
+
+    /// Append `item` to `list`. A full list at least half of whose items are tombstones
+    /// (and at least [`COMPACT_MIN`]) is compacted first, so that it reuses its own
+    /// buffer instead of growing: a list that timers keep arriving in stays within about
+    /// twice its live entries.
+    #[inline]
+    pub(crate) fn append(&self, list: &mut List, item: Item) {
+        if list.items.len() == list.items.capacity()
+            && list.dead >= COMPACT_MIN
+            && 2 * list.dead >= list.items.len()
+        {
+            self.compact(list);
+        }
         list.push(item);
     }
 
-    /// Drop every tombstone from `list`; current items keep their order. Reads the list,
-    /// the bitmap and the slots whose bit is set, and does not branch on what it finds
-    /// (tombstones and live entries come in random order).
+    /// Drop every tombstone from `list`; current items keep their order.
+    ///
+    /// One sequential, branch-free pass over the items reads the bitmap (is the slot
+    /// occupied?) and the dense tags (is it occupied by the same generation?), never the
+    /// slots. A tombstone whose slot was since reused a multiple of 256 times passes that
+    /// test; the list's live count tells (more items kept than live entries), and then a
+    /// second pass over the kept items checks their full stamps in the slots.
     pub(crate) fn compact(&self, list: &mut List) {
         let expected = list.live();
         let items = &mut list.items;
         let len = items.len();
-        let (live, slots) = (&self.live[..], &self.slots[..]);
-        debug_assert!(items.iter().all(|i| (i.index as usize) < slots.len()));
-        debug_assert!(slots.len() <= live.len() * 64);
+        let (live, tags) = (&self.live[..], &self.tags[..]);
+        debug_assert!(items.iter().all(|i| (i.index as usize) < tags.len()));
+        debug_assert!(tags.len() <= live.len() * 64);
         let mut kept = 0;
-        // This loop runs for about two items per cancel in a cancel-heavy workload, so it
+        // This loop runs for one or two items per cancel in a cancel-heavy workload, so it
         // is kept short: no bounds checks, no branch on what it finds.
-        for at in 0..len {
+        let step = |items: &mut Vec<Item>, at: usize, kept: &mut usize| {
             // SAFETY: `at < len` and `kept <= at`; every listed index names an existing
-            // slot (slots are never removed), and `live` covers every slot (asserted above
-            // in debug builds).
+            // slot (slots are never removed), and `tags` and `live` cover every slot
+            // (asserted above in debug builds).
             unsafe {
-                // The slots are read in list order, which is random in memory: ask for
-                // them well ahead, beyond what the processor would reach by itself.
-                if at + COMPACT_PREFETCH < len {
-                    let ahead = items.get_unchecked(at + COMPACT_PREFETCH).index as usize;
-                    prefetch(slots.get_unchecked(ahead));
-                }
                 let item = *items.get_unchecked(at);
-                *items.get_unchecked_mut(kept) = item;
+                *items.get_unchecked_mut(*kept) = item;
                 let index = item.index as usize;
                 let bit = (*live.get_unchecked(index / 64) >> (index % 64)) as usize & 1;
-                // As in `is_current`: a vacant slot's stamp is not needed.
-                let stamp = slots.get_unchecked(index & bit.wrapping_neg()).stamp;
-                kept += bit & usize::from(stamp == item.stamp);
+                let tag = *tags.get_unchecked(index);
+                *kept += bit & usize::from(tag == item.stamp as u8);
             }
+        };
+        // The tags are read in list order, which is random in memory: ask for them well
+        // ahead, beyond what the processor would reach by itself.
+        let ahead = len.saturating_sub(COMPACT_PREFETCH);
+        for at in 0..ahead {
+            // SAFETY: `at + COMPACT_PREFETCH < len`, and `tags` covers every listed index.
+            unsafe {
+                let next = items.get_unchecked(at + COMPACT_PREFETCH).index as usize;
+                prefetch(tags.get_unchecked(next));
+            }
+            step(items, at, &mut kept);
+        }
+        for at in ahead..len {
+            step(items, at, &mut kept);
         }
         items.truncate(kept);
+        debug_assert!(kept >= expected, "a current item was dropped");
+        if kept != expected {
+            // Some tag matched by coincidence: settle it with the full stamps.
+            items.retain(|&item| self.is_current(item));
+            kept = items.len();
+        }
         if items.capacity() > 4 * kept.max(LARGE_LIST) {
             // Most of a large list was cancelled: give the spare memory back.
             items.shrink_to(2 * kept);
@@ -441,7 +501,7 @@ impl<T> Slab<T> {
     }
 }
 
-/// How far ahead a compaction prefetches the slots it will read.
+/// How far ahead a compaction prefetches the tags it will read.
 const COMPACT_PREFETCH: usize = 64;
 
 /// Ask the processor to start loading `value` into the cache.
@@ -648,5 +708,37 @@ mod tests {
         slab.clear_dead(&mut list);
         assert!(list.is_empty() && list.items.capacity() == 0);
         assert_eq!(slab.len(), 0);
+    }
+
+    #[test]
+    fn a_tombstone_whose_tag_matches_a_later_occupant_is_still_dropped() {
+        let mut slab = Slab::with_capacity(2);
+        let mut list = List::default();
+        let mut seq = 0..;
+        let mut next = || seq.next().unwrap();
+        let old = slab.insert(next(), 0u32, NIL);
+        slab.push(&mut list, 1, old.item(10));
+        slab.free(old.index);
+        list.dead += 1;
+        // Reuse the slot until its generation comes round to the tombstone's again.
+        let mut again = old;
+        for _ in 0..255 {
+            again = slab.insert(next(), 1, NIL);
+            assert_eq!(again.index, old.index);
+            slab.free(again.index);
+        }
+        let new = slab.insert(next(), 2, NIL);
+        assert_eq!(new.index, old.index);
+        assert_eq!(new.stamp as u8, old.stamp as u8, "same generation byte");
+        assert_ne!(new.stamp, old.stamp);
+        assert_ne!(again.stamp as u8, new.stamp as u8);
+        slab.push(&mut list, 1, new.item(20));
+        assert_eq!(list.live(), 1);
+
+        slab.compact(&mut list);
+        assert_eq!(list.items, vec![new.item(20)]);
+        assert_eq!(slab.resolve(old), None);
+        assert_eq!(slab.resolve(new), Some(new.index));
+        assert_eq!(slab.seq(new.item(20)), 256);
     }
 }

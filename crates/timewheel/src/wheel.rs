@@ -93,25 +93,29 @@
 //! * flushes, cascades and draining skip tombstones (the slab's live bitmap says which
 //!   slots are vacant, and the stamp of an occupied slot whether it still holds the
 //!   listed timer);
-//! * a list whose tombstones are more than [`COMPACT_RATIO`] times its live entries (and
-//!   at least [`COMPACT_MIN`]) is *compacted*: one sequential, branch-free pass over its
-//!   items and the bitmap, reading (prefetched) the slots whose bit is set, keeps the
-//!   current items in order. Each compaction drops at least one item for every one it
-//!   keeps, so it costs amortised O(1) per cancel (at most 2 items read per tombstone),
-//!   and a list never holds more than `max(live, COMPACT_MIN)` tombstones;
+//! * a list is *compacted* in one sequential, branch-free pass over its items, the bitmap
+//!   and a byte per slot of stamp (prefetched), keeping the current items in order. That
+//!   happens in two cases. A list that timers keep arriving in is compacted when it is
+//!   full and at least half of it is tombstones, instead of growing: it stays within
+//!   about twice its live entries, at about two items read per cancel. A list that only
+//!   loses timers is compacted (and its buffer shrunk) once its tombstones are more than
+//!   [`COMPACT_RATIO`] times its live entries: its memory was paid for when it filled,
+//!   and compacting it earlier would only read more items per cancel (8/7 now). Either
+//!   way a list holds at most `COMPACT_RATIO` tombstones per live entry, plus
+//!   [`COMPACT_MIN`];
 //! * a bucket whose last live timer is cancelled is emptied at once and leaves the bucket
 //!   queue, so the queue holds exactly the buckets with live timers and a driver never
 //!   wakes for a bucket of cancelled ones.
 //!
 //! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
 //! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots
-//! (tombstones are items, not slots); the lists at most twice the pending timers plus
-//! `COMPACT_MIN` per list. A large list grows by a quarter at a time rather than doubling,
-//! and gives memory back once most of it was cancelled, so in a steady state of random
-//! cancels a timer with a small payload costs about 50 bytes all told (16 of slot, up to
-//! 32 of item and tombstone, and the spare capacity), measured by `timer-bench churn`.
-//! A ratio of 2 would read a quarter fewer items per cancel but let that grow to about
-//! 75 bytes.
+//! (tombstones are items, not slots). A large list grows by a quarter at a time rather
+//! than doubling, and a list emptied by cancels gives its buffer back. In a steady state
+//! of random cancels and new timers a pending timer with a small payload costs 50-60
+//! bytes all told (16 of slot, a 16-byte item, tombstones and spare capacity; measured
+//! by `timer-bench churn`). Right after mass cancellations a draining list can hold up
+//! to `COMPACT_RATIO + 1` items per live timer, until it is compacted, flushed or
+//! emptied.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -131,13 +135,14 @@ const DUE: u32 = NIL - 1;
 /// How many entries of a pending cascade one advance moves when nothing else is due.
 const CASCADE_CHUNK: usize = 2048;
 
-/// A list is compacted once its tombstones are more than [`COMPACT_RATIO`] times its live
-/// entries and at least this many (see "Tombstones").
+/// A list is compacted only once it has at least this many tombstones (see
+/// "Tombstones").
 pub const COMPACT_MIN: usize = 64;
 
 /// A list is compacted once its tombstones are more than this many times its live entries
-/// (and at least [`COMPACT_MIN`]; see "Tombstones").
-pub const COMPACT_RATIO: usize = 1;
+/// (and at least [`COMPACT_MIN`]), whether or not timers keep arriving in it (see
+/// "Tombstones").
+pub const COMPACT_RATIO: usize = 7;
 
 /// How many cancelled entries wait before their bookkeeping is done in one batch.
 pub const SETTLE_BATCH: usize = 128;
@@ -427,14 +432,16 @@ impl<T> TimingWheel<T> {
         if last.lo_d < deadline && deadline <= last.hi_d {
             let id = last.id;
             if let Some(bucket) = self.buckets.get_mut(last.bucket as usize) {
-                if !bucket.is_empty() {
+                let list = if id & 1 == 1 {
+                    &mut bucket.head
+                } else {
+                    &mut bucket.list
+                };
+                // A non-empty list is in a queued bucket; a full one may want compacting
+                // first (see `Slab::append`), which the general path does.
+                if !list.is_empty() && list.items.len() < list.items.capacity() {
                     let key = self.slab.insert(seq, value, id);
-                    let list = if id & 1 == 1 {
-                        &mut bucket.head
-                    } else {
-                        &mut bucket.list
-                    };
-                    list.push(key.item(deadline));
+                    list.items.push(key.item(deadline));
                     return key;
                 }
             }
@@ -447,7 +454,10 @@ impl<T> TimingWheel<T> {
     fn insert_slow(&mut self, deadline: u64, seq: u64, value: T) -> Key {
         let id = self.target(deadline);
         let key = self.slab.insert(seq, value, id);
-        self.list_by_id(id).push(key.item(deadline));
+        self.slab.append(
+            list_by_id(&mut self.due, &mut self.buckets, id),
+            key.item(deadline),
+        );
         key
     }
 
@@ -711,12 +721,6 @@ impl<T> TimingWheel<T> {
             "bucket holds two rounds"
         );
         last.id
-    }
-
-    /// The list with id `id`.
-    #[inline]
-    fn list_by_id(&mut self, id: u32) -> &mut List {
-        list_by_id(&mut self.due, &mut self.buckets, id)
     }
 
     /// The bucket and list for an expiration past the current time: the finest level that
@@ -1054,6 +1058,40 @@ mod tests {
         expected.sort();
         assert_eq!(fired, expected);
         assert!(wheel.is_empty());
+    }
+
+    #[test]
+    fn a_list_that_keeps_receiving_timers_reuses_its_buffer() {
+        // Requests with the same timeout keep arriving in one bucket while older ones
+        // complete early: the list compacts itself instead of growing without end.
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        let mut keys = std::collections::VecDeque::new();
+        let mut x = 7u64;
+        for i in 0..200_000u32 {
+            keys.push_back(wheel.insert(30_000, i));
+            if keys.len() > 1_000 {
+                // Cancel a random one of the pending timers.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x % keys.len() as u64) as usize;
+                let key = keys.swap_remove_back(at).unwrap();
+                assert!(wheel.remove(key).is_some());
+            }
+        }
+        assert_eq!(wheel.len(), 1_000);
+        let capacity: usize = wheel
+            .buckets
+            .iter()
+            .map(|b| b.list.items.capacity() + b.head.items.capacity())
+            .sum();
+        assert!(
+            capacity <= 4 * 1_000 + 4 * COMPACT_MIN,
+            "capacity {capacity}"
+        );
+        let mut out = Vec::new();
+        wheel.advance_to(30_000, &mut out);
+        assert_eq!(out.len(), 1_000);
     }
 
     #[test]
