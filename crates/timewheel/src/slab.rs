@@ -18,7 +18,7 @@
 //! * **warm slot reuse**: the free list is last in, first out, so the next inserts reuse
 //!   the slots just cancelled, still in the cache. Everything an insert writes about a
 //!   timer is in its slot (warm) or its item (at the end of a list, warm), so an insert
-//!   misses the cache anywhere but in the small tag array (below);
+//!   misses the cache nowhere;
 //! * **small slots**: a slot holds only what a cancel needs (stamp, list id, the high
 //!   bits of the insertion number, value: 16 bytes for a payload of up to 4 bytes). The
 //!   deadline, which only placements and flushes read, travels in the item. With a million
@@ -195,16 +195,15 @@ fn stamp_for(seq: u64, previous: u32) -> u32 {
 /// A list at least this long (64 KiB of items) grows by a quarter instead of doubling.
 const LARGE_LIST: usize = 4096;
 
-/// A growable array of slots with a free list and a live bitmap.
+/// A growable array of slots with a free list and a tag per slot.
 pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
     /// First released vacant slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
-    /// Bit `i` is set iff slot `i` is occupied (vacated but unreleased slots count as
-    /// occupied here, see [`Slab::vacate`]).
-    live: Vec<u64>,
-    /// `tags[i]` is the low byte (the generation) of slot `i`'s stamp: a dense copy that
-    /// compactions read, 1 byte a slot, so that it stays in the cache.
+    /// `tags[i]` is the low byte (the generation) of slot `i`'s stamp while it is
+    /// occupied, and the one its next occupant's stamp will have while it is vacant (it is
+    /// written on release, so that inserts do not touch it): a dense copy that compactions
+    /// read, 1 byte a slot, so that it stays in the cache.
     tags: Vec<u8>,
     len: usize,
 }
@@ -217,7 +216,6 @@ impl<T> Slab<T> {
         Slab {
             slots,
             free_head: NIL,
-            live: Vec::with_capacity(capacity.div_ceil(64)),
             tags: Vec::with_capacity(capacity),
             len: 0,
         }
@@ -250,8 +248,7 @@ impl<T> Slab<T> {
             let at = index as usize;
             debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
             // SAFETY: the free list only holds indices of slots that exist (`release`
-            // indexes the slot before linking it), and `tags` and `live` always cover every
-            // slot (they grow with the slots in the other branch).
+            // indexes the slot before linking it).
             unsafe {
                 let slot = self.slots.get_unchecked_mut(at);
                 self.free_head = slot.link;
@@ -262,8 +259,7 @@ impl<T> Slab<T> {
                     seq_hi: (seq >> SEQ_IN_STAMP) as u32,
                     value: Some(value),
                 };
-                *self.tags.get_unchecked_mut(at) = stamp as u8;
-                *self.live.get_unchecked_mut(at / 64) |= 1 << (at % 64);
+                debug_assert_eq!(self.tags[at], stamp as u8, "tag set on release");
                 Key { index, stamp }
             }
         } else {
@@ -289,11 +285,6 @@ impl<T> Slab<T> {
             value: Some(value),
         });
         self.tags.push(stamp as u8);
-        if index % 64 == 0 {
-            self.live.push(1);
-        } else {
-            self.live[(index / 64) as usize] |= 1 << (index % 64);
-        }
         Key { index, stamp }
     }
 
@@ -341,16 +332,24 @@ impl<T> Slab<T> {
     }
 
     /// True if `item` names the timer that occupies its slot (it is not a tombstone).
-    /// Reads the bitmap, and the slot only if its bit is set, and does not branch (in a
-    /// list, tombstones and live entries come in random order).
+    /// Reads the slot; does not branch (in a list, tombstones and live entries come in
+    /// random order). Meant for when no cancelled slot awaits its release; compaction,
+    /// which may run in between, uses [`Slab::counts_as_live`].
     #[inline]
     pub(crate) fn is_current(&self, item: Item) -> bool {
+        let slot = &self.slots[item.index as usize];
+        slot.value.is_some() & (slot.stamp == item.stamp)
+    }
+
+    /// True if `item` still counts as live in its list's accounting: its timer occupies
+    /// the slot, or was taken out of it but not yet [`release`](Slab::release)d (its
+    /// tombstone is counted on release). The tag tells a released slot (it already has the
+    /// next generation's tag) from one awaiting release; the stamp tells a later occupant
+    /// with the same tag.
+    #[inline]
+    fn counts_as_live(&self, item: Item) -> bool {
         let index = item.index as usize;
-        let bit = (self.live[index / 64] >> (index % 64)) as usize & 1;
-        // A vacant slot needs no stamp (its item is a tombstone whatever the stamp says):
-        // read that of slot 0, certainly cached, instead. Arithmetic, not a branch.
-        let at = index & bit.wrapping_neg();
-        (bit == 1) & (self.slots[at].stamp == item.stamp)
+        (self.tags[index] == item.stamp as u8) & (self.slots[index].stamp == item.stamp)
     }
 
     /// Ask the processor to start loading the slot `item` names.
@@ -391,10 +390,14 @@ impl<T> Slab<T> {
         let slot = &mut self.slots[index as usize];
         debug_assert!(slot.value.is_none(), "releasing an occupied slot");
         let list = std::mem::replace(&mut slot.link, self.free_head);
+        // The slot's next occupant will have the next generation: its tag is written now,
+        // in a batch of releases, rather than by the insert (see `stamp_for`). A vacant
+        // slot's tag matters to nobody, its bit being clear.
+        let next_tag = stamp_for(0, slot.stamp) as u8;
         self.free_head = index;
-        // SAFETY: `live` covers every slot, and slot `index` exists (indexed just above).
+        // SAFETY: `tags` covers every slot, and slot `index` exists (indexed just above).
         unsafe {
-            *self.live.get_unchecked_mut(index as usize / 64) &= !(1 << (index % 64));
+            *self.tags.get_unchecked_mut(index as usize) = next_tag;
         }
         list
     }
@@ -405,6 +408,14 @@ impl<T> Slab<T> {
     pub(crate) fn push(&mut self, list: &mut List, list_id: u32, item: Item) {
         debug_assert!(self.is_current(item));
         self.slots[item.index as usize].link = list_id;
+        self.append(list, item);
+    }
+
+    /// [`append`](Slab::append), kept out of line for the insert fast path, which calls it
+    /// only for a full list.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn append_cold(&self, list: &mut List, item: Item) {
         self.append(list, item);
     }
 
@@ -425,32 +436,30 @@ impl<T> Slab<T> {
 
     /// Drop every tombstone from `list`; current items keep their order.
     ///
-    /// One sequential, branch-free pass over the items reads the bitmap (is the slot
-    /// occupied?) and the dense tags (is it occupied by the same generation?), never the
-    /// slots. A tombstone whose slot was since reused a multiple of 256 times passes that
-    /// test; the list's live count tells (more items kept than live entries), and then a
-    /// second pass over the kept items checks their full stamps in the slots.
+    /// One sequential, branch-free pass over the items compares each item's generation
+    /// byte with its slot's tag, never reading the slots: a live item always matches, and
+    /// a tombstone does not, unless its slot has since had a multiple of 256 more
+    /// occupants. The list's live count exposes that rare case (more items kept than live
+    /// entries), and then a second pass over the kept items checks them against the
+    /// slots.
     pub(crate) fn compact(&self, list: &mut List) {
         let expected = list.live();
         let items = &mut list.items;
         let len = items.len();
-        let (live, tags) = (&self.live[..], &self.tags[..]);
+        let tags = &self.tags[..];
         debug_assert!(items.iter().all(|i| (i.index as usize) < tags.len()));
-        debug_assert!(tags.len() <= live.len() * 64);
         let mut kept = 0;
         // This loop runs for one or two items per cancel in a cancel-heavy workload, so it
         // is kept short: no bounds checks, no branch on what it finds.
         let step = |items: &mut Vec<Item>, at: usize, kept: &mut usize| {
             // SAFETY: `at < len` and `kept <= at`; every listed index names an existing
-            // slot (slots are never removed), and `tags` and `live` cover every slot
-            // (asserted above in debug builds).
+            // slot (slots are never removed), and `tags` covers every slot (asserted above
+            // in debug builds).
             unsafe {
                 let item = *items.get_unchecked(at);
                 *items.get_unchecked_mut(*kept) = item;
-                let index = item.index as usize;
-                let bit = (*live.get_unchecked(index / 64) >> (index % 64)) as usize & 1;
-                let tag = *tags.get_unchecked(index);
-                *kept += bit & usize::from(tag == item.stamp as u8);
+                let tag = *tags.get_unchecked(item.index as usize);
+                *kept += usize::from(tag == item.stamp as u8);
             }
         };
         // The tags are read in list order, which is random in memory: ask for them well
@@ -471,7 +480,7 @@ impl<T> Slab<T> {
         debug_assert!(kept >= expected, "a current item was dropped");
         if kept != expected {
             // Some tag matched by coincidence: settle it with the full stamps.
-            items.retain(|&item| self.is_current(item));
+            items.retain(|&item| self.counts_as_live(item));
             kept = items.len();
         }
         if items.capacity() > 4 * kept.max(LARGE_LIST) {
@@ -740,5 +749,21 @@ mod tests {
         assert_eq!(slab.resolve(old), None);
         assert_eq!(slab.resolve(new), Some(new.index));
         assert_eq!(slab.seq(new.item(20)), 256);
+
+        // Now with a cancelled timer awaiting its release in the same list: it still
+        // counts as live there (its tombstone is counted on release), so it is kept.
+        let pending = slab.insert(next(), 3, NIL);
+        slab.push(&mut list, 1, pending.item(30));
+        list.push(old.item(10)); // the colliding tombstone again
+        list.dead += 1;
+        assert_eq!(slab.take(pending), Some(3));
+        slab.compact(&mut list);
+        assert_eq!(list.items, vec![new.item(20), pending.item(30)]);
+        assert_eq!(list.live(), 2);
+        // Its release then makes it a tombstone like any other.
+        slab.release(pending.index);
+        list.dead += 1;
+        slab.compact(&mut list);
+        assert_eq!(list.items, vec![new.item(20)]);
     }
 }

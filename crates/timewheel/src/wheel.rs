@@ -437,11 +437,16 @@ impl<T> TimingWheel<T> {
                 } else {
                     &mut bucket.list
                 };
-                // A non-empty list is in a queued bucket; a full one may want compacting
-                // first (see `Slab::append`), which the general path does.
-                if !list.is_empty() && list.items.len() < list.items.capacity() {
+                // A non-empty list is in a queued bucket.
+                if !list.is_empty() {
                     let key = self.slab.insert(seq, value, id);
-                    list.items.push(key.item(deadline));
+                    let item = key.item(deadline);
+                    if list.items.len() < list.items.capacity() {
+                        list.items.push(item);
+                    } else {
+                        // Full: compact or grow (see `Slab::append`).
+                        self.slab.append_cold(list, item);
+                    }
                     return key;
                 }
             }
