@@ -12,9 +12,9 @@
 //! is current only while its slot is occupied by the timer with its stamp. That gives:
 //!
 //! * **O(1) insert** (push the item at the end of the list) and **O(1) cancel** touching
-//!   one slot (check the stamp, take the value out, put the slot on the free list; the
-//!   owner counts the tombstone in its list later), with no allocation per timer once the
-//!   vectors have grown;
+//!   one slot (check the stamp, take the value out; later, from the cache, the owner
+//!   [`release`](Slab::release)s it onto the free list), with no allocation per timer once
+//!   the vectors have grown;
 //! * **warm slot reuse**: the free list is last in, first out, so the next inserts reuse
 //!   the slots just cancelled, still in the cache. Everything an insert writes about a
 //!   timer is in its slot (warm) or its item (at the end of a list, warm), so an insert
@@ -28,7 +28,7 @@
 //! * **cache-friendly flushes and compactions**: firing, cascading or compacting a list
 //!   reads its items in order, deadlines included. A compaction decides whether an item is
 //!   current from the *tags* (a byte per slot: the generation of its occupant, or of its
-//!   next one while vacant), small enough to stay cached, and never reads a slot (see
+//!   next one once released), small enough to stay cached, and never reads a slot (see
 //!   [`Slab::compact`]). A flush reads the slots of the items it moves, a chunk
 //!   ahead so that the misses overlap. Walking a linked list instead is one dependent miss
 //!   after another;
@@ -48,9 +48,13 @@
 //! * an occupied slot has `value: Some(_)`, the low byte of its stamp as its tag, and
 //!   exactly one current item, in the list its `link` names (except transiently while its
 //!   owner moves it);
-//! * a vacant slot has `value: None`, is on the free list, and has as its tag the low
+//! * a released slot has `value: None`, is on the free list, and has as its tag the low
 //!   byte its next occupant's stamp will have, which no item of its past occupants carries
 //!   unless the slot has had a multiple of 256 occupants since;
+//! * between [`take`](Slab::take) (or [`vacate`](Slab::vacate)) and
+//!   [`release`](Slab::release) a slot has `value: None` but keeps its stamp, tag and list:
+//!   its owner has yet to count the tombstone, and until then the item counts as live in
+//!   its list (see [`Slab::compact`]);
 //! * `len` is the number of occupied slots.
 //!
 //! Costs: everything O(1) (amortised where a `Vec` grows); memory is `capacity *`
@@ -305,17 +309,17 @@ impl<T> Slab<T> {
         (slot.stamp == key.stamp && slot.value.is_some()).then_some(key.index)
     }
 
-    /// Cancel: if `key` is not stale, free its slot (see [`free`](Slab::free)) and return
-    /// the value and the id of the list the timer's item is in, now a tombstone.
+    /// Take the value out of the slot `key` names, if `key` is not stale: the first half
+    /// of a cancel (see [`vacate`](Slab::vacate)); the slot's index is `key.index`.
     #[inline]
-    pub(crate) fn take(&mut self, key: Key) -> Option<(T, u32)> {
+    pub(crate) fn take(&mut self, key: Key) -> Option<T> {
         let slot = self.slots.get_mut(key.index as usize)?;
         if slot.stamp != key.stamp {
             return None;
         }
         let value = slot.value.take()?;
         self.len -= 1;
-        Some((value, self.release(key.index)))
+        Some(value)
     }
 
     /// The full insertion number of the timer listed as `item`, which must be current.
@@ -333,11 +337,23 @@ impl<T> Slab<T> {
 
     /// True if `item` names the timer that occupies its slot (it is not a tombstone).
     /// Reads the slot; does not branch (in a list, tombstones and live entries come in
-    /// random order).
+    /// random order). Meant for when no cancelled slot awaits its release; compaction,
+    /// which may run in between, uses [`Slab::counts_as_live`].
     #[inline]
     pub(crate) fn is_current(&self, item: Item) -> bool {
         let slot = &self.slots[item.index as usize];
         slot.value.is_some() & (slot.stamp == item.stamp)
+    }
+
+    /// True if `item` still counts as live in its list's accounting: its timer occupies
+    /// the slot, or was taken out of it but not yet [`release`](Slab::release)d (its
+    /// tombstone is counted on release). The tag tells a released slot (it already has the
+    /// next generation's tag) from one awaiting release; the stamp tells a later occupant
+    /// with the same tag.
+    #[inline]
+    fn counts_as_live(&self, item: Item) -> bool {
+        let index = item.index as usize;
+        (self.tags[index] == item.stamp as u8) & (self.slots[index].stamp == item.stamp)
     }
 
     /// Ask the processor to start loading the slot `item` names.
@@ -360,9 +376,10 @@ impl<T> Slab<T> {
     }
 
     /// The first half of [`free`](Slab::free): take the value out, making outstanding keys
-    /// stale.
+    /// stale at once. Only `len` drops now; the slot is reused only after its owner has
+    /// [`release`](Slab::release)d it.
     #[inline]
-    fn vacate(&mut self, index: u32) -> T {
+    pub(crate) fn vacate(&mut self, index: u32) -> T {
         self.len -= 1;
         self.slots[index as usize]
             .value
@@ -373,13 +390,13 @@ impl<T> Slab<T> {
     /// The second half of [`free`](Slab::free): put a vacated slot on the free list (its
     /// item, if still listed, is a tombstone from now on). Returns the list it was in.
     #[inline]
-    fn release(&mut self, index: u32) -> u32 {
+    pub(crate) fn release(&mut self, index: u32) -> u32 {
         let slot = &mut self.slots[index as usize];
         debug_assert!(slot.value.is_none(), "releasing an occupied slot");
         let list = std::mem::replace(&mut slot.link, self.free_head);
         // The slot's next occupant will have the next generation: its tag is written now,
-        // so that the insert does not have to (see `stamp_for`). A tombstone of this
-        // timer's no longer matches the tag, whether or not the slot is reused.
+        // in a batch of releases, rather than by the insert (see `stamp_for`). From now on
+        // no item of this timer's matches the tag, whether or not the slot is reused.
         let next_tag = stamp_for(0, slot.stamp) as u8;
         self.free_head = index;
         // SAFETY: `tags` covers every slot, and slot `index` exists (indexed just above).
@@ -395,6 +412,14 @@ impl<T> Slab<T> {
     pub(crate) fn push(&mut self, list: &mut List, list_id: u32, item: Item) {
         debug_assert!(self.is_current(item));
         self.slots[item.index as usize].link = list_id;
+        self.append(list, item);
+    }
+
+    /// [`append`](Slab::append), kept out of line for the insert fast path, which calls it
+    /// only for a full list.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn append_cold(&self, list: &mut List, item: Item) {
         self.append(list, item);
     }
 
@@ -421,6 +446,9 @@ impl<T> Slab<T> {
     /// occupants. The list's live count exposes that rare case (more items kept than live
     /// entries), and then a second pass over the kept items checks them against the
     /// slots.
+    ///
+    /// "Live" is as the list's count has it: a timer taken out of its slot whose release
+    /// (which counts its tombstone) is still to come keeps its item, like a live one.
     pub(crate) fn compact(&self, list: &mut List) {
         let expected = list.live();
         let items = &mut list.items;
@@ -459,7 +487,7 @@ impl<T> Slab<T> {
         debug_assert!(kept >= expected, "a current item was dropped");
         if kept != expected {
             // Some tag matched by coincidence: settle it with the full stamps.
-            items.retain(|&item| self.is_current(item));
+            items.retain(|&item| self.counts_as_live(item));
             kept = items.len();
         }
         if items.capacity() > 4 * kept.max(LARGE_LIST) {
@@ -610,7 +638,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bitmap_follows_many_slots() {
+    fn currentness_follows_many_slots() {
         let mut slab = Slab::with_capacity(0);
         let keys: Vec<Key> = (0..200).map(|v| slab.insert(v as u64, v, NIL)).collect();
         for k in keys.iter().step_by(3) {
@@ -728,5 +756,21 @@ mod tests {
         assert_eq!(slab.resolve(old), None);
         assert_eq!(slab.resolve(new), Some(new.index));
         assert_eq!(slab.seq(new.item(20)), 256);
+
+        // Now with a cancelled timer awaiting its release in the same list: it still
+        // counts as live there (its tombstone is counted on release), so it is kept.
+        let pending = slab.insert(next(), 3, NIL);
+        slab.push(&mut list, 1, pending.item(30));
+        list.push(old.item(10)); // the colliding tombstone again
+        list.dead += 1;
+        assert_eq!(slab.take(pending), Some(3));
+        slab.compact(&mut list);
+        assert_eq!(list.items, vec![new.item(20), pending.item(30)]);
+        assert_eq!(list.live(), 2);
+        // Its release then makes it a tombstone like any other.
+        slab.release(pending.index);
+        list.dead += 1;
+        slab.compact(&mut list);
+        assert_eq!(list.items, vec![new.item(20)]);
     }
 }

@@ -83,18 +83,18 @@
 //! millions of pending timers those are cache misses on top of the one for the entry
 //! itself, and each miss in the shadow of another limits how many cancels the processor
 //! overlaps. So `remove` touches the entry's slot only: it checks the stamp, takes the
-//! value out (the timer can never fire, its key is stale) and puts the slot on the free
-//! list, where the next insert finds it still in the cache. The entry's item stays in its
-//! list as a *tombstone*, and the list id, read from the slot, is recorded. Every
-//! [`SETTLE_BATCH`] cancels (and before anything that reads or chooses a list: advancing,
-//! draining, snapshots, [`next_expiration`](TimingWheel::next_expiration), an insert off
-//! the fast path) the batch is *settled*: each recorded list counts one more tombstone.
-//! Counting them in a batch keeps `remove` short, so that the processor can have several
-//! cancels' cache misses in flight at once.
+//! value out (the timer can never fire, its key is stale) and records the index. Every
+//! [`SETTLE_BATCH`] cancels (and before anything that reads the lists: advancing,
+//! draining, snapshots, [`next_expiration`](TimingWheel::next_expiration)) the batch is
+//! *settled*, from the cache since the cancels just touched those slots: each slot goes
+//! on the free list (so it is reused while still warm), its tag moves on to the next
+//! generation, and the list its id names counts one more tombstone. Keeping that out of
+//! `remove` keeps a cancel short, so that the processor has several cancels' cache misses
+//! in flight at once. The item stays listed:
 //!
-//! * Flushes, cascades and draining skip tombstones: an item is current only while its
-//!   slot holds a value with the item's stamp.
-//! * A list is *compacted* in one sequential, branch-free pass over its items that
+//! * flushes, cascades and draining skip tombstones: an item is current only while its
+//!   slot holds a value with the item's stamp;
+//! * a list is *compacted* in one sequential, branch-free pass over its items that
 //!   compares each item's generation byte with its slot's *tag* (a byte per slot, small
 //!   enough to stay cached; see `slab.rs`) and keeps the current items in order. That
 //!   happens in two cases. A list that timers keep arriving in is compacted when it is
@@ -104,19 +104,20 @@
 //!   [`COMPACT_RATIO`] times its live entries: its memory was paid for when it filled,
 //!   and compacting it earlier would only read more items per cancel (8/7 now). Either
 //!   way a list holds at most `COMPACT_RATIO` tombstones per live entry, plus
-//!   [`COMPACT_MIN`].
-//! * A bucket whose last live timer is cancelled is emptied at once (at the next settle)
+//!   [`COMPACT_MIN`];
+//! * a bucket whose last live timer is cancelled is emptied when the cancel is settled
 //!   and leaves the bucket queue, so the queue holds exactly the buckets with live timers
 //!   and a driver never wakes for a bucket of cancelled ones.
 //!
 //! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
-//! timers only. The slab holds at most the pending timers (tombstones are items, not
-//! slots). A large list grows by a quarter at a time rather than doubling, and a list
-//! emptied by cancels gives its buffer back. In a steady state of random cancels and new
-//! timers a pending timer with a small payload costs 50-60 bytes all told (16 of slot, a
-//! 16-byte item, its share of tombstones and spare capacity, a byte of tag; measured by
-//! `timer-bench churn`). Right after mass cancellations a draining list can hold up to
-//! `COMPACT_RATIO + 1` items per live timer, until it is compacted, flushed or emptied.
+//! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots
+//! (tombstones are items, not slots). A large list grows by a quarter at a time rather
+//! than doubling, and a list emptied by cancels gives its buffer back. In a steady state
+//! of random cancels and new timers a pending timer with a small payload costs 50-60
+//! bytes all told (16 of slot, a 16-byte item, its share of tombstones and spare
+//! capacity, a byte of tag; measured by `timer-bench churn`). Right after mass
+//! cancellations a draining list can hold up to `COMPACT_RATIO + 1` items per live
+//! timer, until it is compacted, flushed or emptied.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -145,8 +146,7 @@ pub const COMPACT_MIN: usize = 64;
 /// "Tombstones").
 pub const COMPACT_RATIO: usize = 7;
 
-/// How many cancels wait before their tombstones are counted in one batch (see
-/// "Tombstones").
+/// How many cancelled entries wait before their bookkeeping is done in one batch.
 pub const SETTLE_BATCH: usize = 128;
 
 /// Flushes read this many entries ahead of placing them (see `flush`): enough to keep the
@@ -277,8 +277,8 @@ pub struct TimingWheel<T> {
     now: u64,
     /// The bucket the last placement chose, valid until the time moves; see `place`.
     last: LastBucket,
-    /// The list ids of the latest cancels, whose tombstones are not counted yet (see
-    /// "Tombstones"): the first `unsettled_len`.
+    /// Cancelled entries, vacated, waiting for their bookkeeping (see "Tombstones"):
+    /// the first `unsettled_len`.
     unsettled: [u32; SETTLE_BATCH],
     unsettled_len: usize,
     /// Expired buckets still being cascaded (usually none or one).
@@ -340,7 +340,12 @@ impl<T> TimingWheel<T> {
             buckets: Vec::new(),
             due: List::default(),
             queue: BucketQueue::default(),
-            slab: Slab::with_capacity(capacity),
+            // Room for the cancelled entries that wait to be settled, too.
+            slab: Slab::with_capacity(if capacity == 0 {
+                0
+            } else {
+                capacity + SETTLE_BATCH
+            }),
             unsettled: [NIL; SETTLE_BATCH],
             unsettled_len: 0,
             next_seq: 0,
@@ -434,11 +439,16 @@ impl<T> TimingWheel<T> {
                 } else {
                     &mut bucket.list
                 };
-                // A non-empty list is in a queued bucket; a full one needs the general
-                // path (settling, then compacting or growing the list).
-                if !list.is_empty() && list.items.len() < list.items.capacity() {
+                // A non-empty list is in a queued bucket.
+                if !list.is_empty() {
                     let key = self.slab.insert(seq, value, id);
-                    list.items.push(key.item(deadline));
+                    let item = key.item(deadline);
+                    if list.items.len() < list.items.capacity() {
+                        list.items.push(item);
+                    } else {
+                        // Full: compact or grow (see `Slab::append`).
+                        self.slab.append_cold(list, item);
+                    }
                     return key;
                 }
             }
@@ -449,10 +459,6 @@ impl<T> TimingWheel<T> {
     /// [`insert`](Self::insert) in general.
     #[inline(never)]
     fn insert_slow(&mut self, deadline: u64, seq: u64, value: T) -> Key {
-        // Cancels still to be counted could empty the bucket chosen below (and take it
-        // off the queue) after the new timer is in it, and a compaction needs exact
-        // counts: settle them first.
-        self.settle();
         let id = self.target(deadline);
         let key = self.slab.insert(seq, value, id);
         self.slab.append(
@@ -467,10 +473,8 @@ impl<T> TimingWheel<T> {
     /// entry stays in its bucket as a tombstone, see the [module documentation](self).
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        // The slot is free at once (its line is in the cache now, and the next insert
-        // reuses it); counting the tombstone in its list waits for the batch.
-        let (value, list) = self.slab.take(key)?;
-        self.unsettled[self.unsettled_len] = list;
+        let value = self.slab.take(key)?;
+        self.unsettled[self.unsettled_len] = key.index;
         self.unsettled_len += 1;
         if self.unsettled_len == SETTLE_BATCH {
             self.settle();
@@ -478,33 +482,16 @@ impl<T> TimingWheel<T> {
         Some(value)
     }
 
-    /// Count the tombstones of the latest cancels in their lists, then empty the buckets
-    /// left with no live entry and compact the lists with too many tombstones. The list
-    /// headers are few and in the cache, so this is quick.
+    /// Do the bookkeeping of the cancelled entries waiting for it: free their slots and
+    /// count their tombstones (which may empty a bucket or compact a list). Their entries
+    /// were touched by the cancels just now, so this runs from the cache.
     #[inline(never)]
     fn settle(&mut self) {
-        let n = self.unsettled_len.min(SETTLE_BATCH);
+        for k in 0..self.unsettled_len.min(SETTLE_BATCH) {
+            let id = self.slab.release(self.unsettled[k]);
+            self.buried(id);
+        }
         self.unsettled_len = 0;
-        // Count every tombstone before acting on any: a compaction needs its list's
-        // count to be exact.
-        let mut flagged = 0;
-        for k in 0..n {
-            let id = self.unsettled[k];
-            debug_assert_ne!(id, NIL, "a live entry is always listed");
-            let list = list_by_id(&mut self.due, &mut self.buckets, id);
-            list.dead += 1;
-            if Self::needs_compaction(list) {
-                self.unsettled[flagged] = id;
-                flagged += 1;
-            }
-        }
-        for k in 0..flagged {
-            let id = self.unsettled[k];
-            // An earlier entry for the same list may have dealt with it already.
-            if Self::needs_compaction(list_by_id(&mut self.due, &mut self.buckets, id)) {
-                self.bury_slow(id);
-            }
-        }
     }
 
     /// When the wheel must next be advanced for this timer: `now` if it is already due,
@@ -521,6 +508,33 @@ impl<T> TimingWheel<T> {
         })
     }
 
+    /// Count a new tombstone in list `id`; empty the bucket if that was its last live
+    /// entry, or compact the list if it now has too many tombstones.
+    #[inline]
+    fn buried(&mut self, id: u32) {
+        if id == DUE {
+            self.due.dead += 1;
+            if self.due.live() == 0 {
+                self.slab.clear_dead(&mut self.due);
+            } else if Self::needs_compaction(&self.due) {
+                self.slab.compact(&mut self.due);
+            }
+            return;
+        }
+        debug_assert_ne!(id, NIL, "a live entry is always listed");
+        let bucket = id >> 1;
+        let b = &mut self.buckets[bucket as usize];
+        let list = if id & 1 == 1 {
+            &mut b.head
+        } else {
+            &mut b.list
+        };
+        list.dead += 1;
+        if Self::needs_compaction(list) {
+            self.bury_slow(bucket, id);
+        }
+    }
+
     /// True if a list's tombstones are more than [`COMPACT_RATIO`] times its live entries
     /// and at least [`COMPACT_MIN`], or all its entries are tombstones.
     #[inline]
@@ -528,20 +542,10 @@ impl<T> TimingWheel<T> {
         list.dead > COMPACT_RATIO * list.live() && (list.dead >= COMPACT_MIN || list.live() == 0)
     }
 
-    /// The rare part of [`settle`](Self::settle), for list `id`, which has counted a
-    /// tombstone too many: empty its bucket if no live entry is left (the bucket leaves
-    /// the queue), or compact the list.
+    /// The rare part of [`buried`](Self::buried): empty a bucket with no live entry left
+    /// (it leaves the queue), or compact one of its lists.
     #[inline(never)]
-    fn bury_slow(&mut self, id: u32) {
-        if id == DUE {
-            if self.due.live() == 0 {
-                self.slab.clear_dead(&mut self.due);
-            } else {
-                self.slab.compact(&mut self.due);
-            }
-            return;
-        }
-        let bucket = id >> 1;
+    fn bury_slow(&mut self, bucket: u32, id: u32) {
         let b = &mut self.buckets[bucket as usize];
         if b.live() == 0 {
             self.slab.clear_dead(&mut b.head);
