@@ -345,6 +345,14 @@ impl<T> Slab<T> {
         slot.value.is_some() & (slot.stamp == item.stamp)
     }
 
+    /// True if `item`'s generation byte matches its slot's tag: always so for a current
+    /// item, rarely for a tombstone (see [`Slab::compact`]). Reads only the small tag
+    /// array, so a list of mostly tombstones is sifted without touching their slots.
+    #[inline]
+    pub(crate) fn tag_matches(&self, item: Item) -> bool {
+        self.tags[item.index as usize] == item.stamp as u8
+    }
+
     /// True if `item` still counts as live in its list's accounting: its timer occupies
     /// the slot, or was taken out of it but not yet [`release`](Slab::release)d (its
     /// tombstone is counted on release). The tag tells a released slot (it already has the
@@ -488,11 +496,6 @@ impl<T> Slab<T> {
         if kept != expected {
             // Some tag matched by coincidence: settle it with the full stamps.
             items.retain(|&item| self.counts_as_live(item));
-            kept = items.len();
-        }
-        if items.capacity() > 4 * kept.max(LARGE_LIST) {
-            // Most of a large list was cancelled: give the spare memory back.
-            items.shrink_to(2 * kept);
         }
         debug_assert_eq!(items.len(), expected, "tombstone count");
         list.dead = 0;
@@ -693,7 +696,7 @@ mod tests {
     }
 
     #[test]
-    fn a_large_list_grows_by_a_quarter_and_gives_memory_back() {
+    fn a_large_list_grows_by_a_quarter_and_shrinks_once_emptied() {
         let n = 8 * LARGE_LIST;
         let mut slab = Slab::with_capacity(n);
         let mut list = List::default();
@@ -707,7 +710,8 @@ mod tests {
         let cap = list.items.capacity();
         assert!(cap >= n && cap <= n + n / 4, "capacity {cap} for {n} items");
 
-        // Cancel all but one in eight, then compact: most of the buffer is returned.
+        // Cancel all but one in eight, then compact: the buffer stays (new timers will
+        // fill it; shrinking it here would free memory among the callers' own frees).
         for (v, k) in keys.iter().enumerate() {
             if v % 8 != 0 {
                 slab.free(k.index);
@@ -716,7 +720,7 @@ mod tests {
         }
         slab.compact(&mut list);
         assert_eq!(list.items.len(), n / 8);
-        assert!(list.items.capacity() <= n / 4, "{}", list.items.capacity());
+        assert_eq!(list.items.capacity(), cap);
 
         // Cancel the rest: the emptied list keeps only a small buffer.
         for k in keys.iter().step_by(8) {

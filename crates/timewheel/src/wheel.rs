@@ -93,18 +93,19 @@
 //! in flight at once. The item stays listed:
 //!
 //! * flushes, cascades and draining skip tombstones: an item is current only while its
-//!   slot holds a value with the item's stamp;
-//! * a list is *compacted* in one sequential, branch-free pass over its items that
-//!   compares each item's generation byte with its slot's *tag* (a byte per slot, small
-//!   enough to stay cached; see `slab.rs`) and keeps the current items in order. That
-//!   happens in two cases. A list that timers keep arriving in is compacted when it is
-//!   full and at least half of it is tombstones, instead of growing: it stays within
-//!   about twice its live entries, at about two items read per cancel. A list that only
-//!   loses timers is compacted (and its buffer shrunk) once its tombstones are more than
-//!   [`COMPACT_RATIO`] times its live entries: its memory was paid for when it filled,
-//!   and compacting it earlier would only read more items per cancel (8/7 now). Either
-//!   way a list holds at most `COMPACT_RATIO` tombstones per live entry, plus
-//!   [`COMPACT_MIN`];
+//!   slot holds a value with the item's stamp, and the slot's *tag* (a byte per slot,
+//!   small enough to stay cached; see `slab.rs`) rules out most tombstones without
+//!   reading their slots;
+//! * a list that timers keep arriving in is *compacted* when it is full and at least half
+//!   of it is tombstones (and at least [`COMPACT_MIN`]), instead of growing: one
+//!   sequential, branch-free pass over its items compares each item's generation byte
+//!   with its slot's tag and keeps the current items in order. Such a list stays within
+//!   about twice its live entries, at about two items read per cancel;
+//! * a list that only loses timers is left as it is until its last live entry goes, when
+//!   it is emptied (and a large buffer shrunk), or until its bucket is flushed. Compacting
+//!   it on the way would give no memory back unless its buffer were also shrunk, and
+//!   freeing large blocks in between the many small frees of the callers' cancelled
+//!   operations sends the system allocator down a slow path (see the crate README);
 //! * a bucket whose last live timer is cancelled is emptied when the cancel is settled
 //!   and leaves the bucket queue, so the queue holds exactly the buckets with live timers
 //!   and a driver never wakes for a bucket of cancelled ones.
@@ -112,12 +113,12 @@
 //! A cancelled timer therefore never fires, and counts (`len`, snapshots) are of live
 //! timers only. The slab holds at most the pending timers plus [`SETTLE_BATCH`] slots
 //! (tombstones are items, not slots). A large list grows by a quarter at a time rather
-//! than doubling, and a list emptied by cancels gives its buffer back. In a steady state
-//! of random cancels and new timers a pending timer with a small payload costs 50-60
-//! bytes all told (16 of slot, a 16-byte item, its share of tombstones and spare
-//! capacity, a byte of tag; measured by `timer-bench churn`). Right after mass
-//! cancellations a draining list can hold up to `COMPACT_RATIO + 1` items per live
-//! timer, until it is compacted, flushed or emptied.
+//! than doubling. In a steady state of random cancels and new timers a pending timer with
+//! a small payload costs 50-60 bytes all told (16 of slot, a 16-byte item, its share of
+//! tombstones and spare capacity, a byte of tag; measured by `timer-bench churn`). After
+//! mass cancellations the lists the cancelled timers were in keep their size until they
+//! empty or their buckets come due: memory follows the peak of pending timers, not the
+//! current count, for at most the span of those buckets.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` everywhere); the
 //! [`Timer`](crate::Timer) wraps it in a mutex and adds a clock and a driver.
@@ -140,11 +141,6 @@ const CASCADE_CHUNK: usize = 2048;
 /// A list is compacted only once it has at least this many tombstones (see
 /// "Tombstones").
 pub const COMPACT_MIN: usize = 64;
-
-/// A list is compacted once its tombstones are more than this many times its live entries
-/// (and at least [`COMPACT_MIN`]), whether or not timers keep arriving in it (see
-/// "Tombstones").
-pub const COMPACT_RATIO: usize = 7;
 
 /// How many cancelled entries wait before their bookkeeping is done in one batch.
 pub const SETTLE_BATCH: usize = 128;
@@ -516,8 +512,6 @@ impl<T> TimingWheel<T> {
             self.due.dead += 1;
             if self.due.live() == 0 {
                 self.slab.clear_dead(&mut self.due);
-            } else if Self::needs_compaction(&self.due) {
-                self.slab.compact(&mut self.due);
             }
             return;
         }
@@ -530,34 +524,27 @@ impl<T> TimingWheel<T> {
             &mut b.list
         };
         list.dead += 1;
-        if Self::needs_compaction(list) {
+        if list.live() == 0 {
             self.bury_slow(bucket, id);
         }
     }
 
-    /// True if a list's tombstones are more than [`COMPACT_RATIO`] times its live entries
-    /// and at least [`COMPACT_MIN`], or all its entries are tombstones.
-    #[inline]
-    fn needs_compaction(list: &List) -> bool {
-        list.dead > COMPACT_RATIO * list.live() && (list.dead >= COMPACT_MIN || list.live() == 0)
-    }
-
-    /// The rare part of [`buried`](Self::buried): empty a bucket with no live entry left
-    /// (it leaves the queue), or compact one of its lists.
+    /// The rare part of [`buried`](Self::buried): list `id` of `bucket` has no live entry
+    /// left. Empty it; if the whole bucket is now empty, it leaves the queue.
     #[inline(never)]
     fn bury_slow(&mut self, bucket: u32, id: u32) {
         let b = &mut self.buckets[bucket as usize];
+        let list = if id & 1 == 1 {
+            &mut b.head
+        } else {
+            &mut b.list
+        };
+        self.slab.clear_dead(list);
         if b.live() == 0 {
             self.slab.clear_dead(&mut b.head);
             self.slab.clear_dead(&mut b.list);
             self.queue.remove(bucket);
             self.cascading.retain(|c| c.bucket != bucket);
-        } else if id & 1 == 1 {
-            if b.head.dead >= COMPACT_MIN {
-                self.slab.compact(&mut b.head);
-            }
-        } else if b.list.dead >= COMPACT_MIN {
-            self.slab.compact(&mut b.list);
         }
     }
 
@@ -644,7 +631,7 @@ impl<T> TimingWheel<T> {
         }
         for list in lists {
             for item in list {
-                if self.slab.is_current(item) {
+                if self.slab.tag_matches(item) && self.slab.is_current(item) {
                     self.slab.mark_unlisted(item.index);
                     out.push(self.slab.free(item.index));
                 }
@@ -836,7 +823,7 @@ impl<T> TimingWheel<T> {
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
             for &item in chunk {
-                if self.slab.is_current(item) {
+                if self.slab.tag_matches(item) && self.slab.is_current(item) {
                     self.slab.mark_unlisted(item.index);
                     self.place(item);
                 } else {
@@ -868,11 +855,13 @@ impl<T> TimingWheel<T> {
         list.is_empty()
     }
 
-    /// Start loading the slot of every listed entry, so that their cache misses overlap
-    /// (placing or firing an entry writes its slot).
+    /// Start loading the slot of every listed entry that may be current, so that their
+    /// cache misses overlap (placing or firing an entry writes its slot).
     fn touch_all(&self, items: &[Item]) {
         for &item in items {
-            self.slab.prefetch(item);
+            if self.slab.tag_matches(item) {
+                self.slab.prefetch(item);
+            }
         }
     }
 
@@ -886,7 +875,7 @@ impl<T> TimingWheel<T> {
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
             for &item in chunk {
-                if !self.slab.is_current(item) {
+                if !(self.slab.tag_matches(item) && self.slab.is_current(item)) {
                     continue;
                 }
                 self.slab.mark_unlisted(item.index);
@@ -1136,6 +1125,7 @@ mod tests {
         let mut next = 0u64;
         let mut now = 0u64;
         let mut out = Vec::new();
+        let mut peak = 0;
         for round in 0..40u64 {
             for _ in 0..2_000 {
                 x ^= x << 13;
@@ -1162,8 +1152,10 @@ mod tests {
                 model.len(),
                 "snapshots count live timers"
             );
-            // Tombstones stay bounded: at most COMPACT_RATIO times the live entries plus a
-            // constant per list.
+            // Tombstones stay bounded: a list is compacted when full, emptied when all its
+            // entries are tombstones and recycled when flushed, so what is listed stays
+            // within a small multiple of the most timers ever pending.
+            peak = peak.max(model.len());
             let items: usize = wheel.due.items.len()
                 + wheel
                     .buckets
@@ -1171,10 +1163,7 @@ mod tests {
                     .map(|b| b.list.items.len() + b.head.items.len())
                     .sum::<usize>();
             let lists = 1 + 2 * wheel.buckets.len();
-            assert!(
-                items <= (1 + COMPACT_RATIO) * model.len() + lists * COMPACT_MIN,
-                "{items} listed"
-            );
+            assert!(items <= 4 * peak + lists * COMPACT_MIN, "{items} listed");
             assert!(wheel.slab.capacity() <= 2 * (model.len() + 4_000));
             // Fire what is due by the next step and compare with the model.
             now += 1 + round * 37 % 500;
