@@ -240,6 +240,21 @@ fn list_by_id<'a>(due: &'a mut List, buckets: &'a mut [Bucket], id: u32) -> &'a 
     }
 }
 
+/// The list with id `id`, read-only (for tests and introspection).
+#[cfg(test)]
+fn list_by_id_ref<'a>(due: &'a List, buckets: &'a [Bucket], id: u32) -> &'a List {
+    if id == DUE {
+        due
+    } else {
+        let bucket = &buckets[(id >> 1) as usize];
+        if id & 1 == 1 {
+            &bucket.head
+        } else {
+            &bucket.list
+        }
+    }
+}
+
 /// A hierarchical timing wheel holding values of type `T` until their deadline.
 ///
 /// Single-threaded; see the [module documentation](self) for the design and costs.
@@ -1078,6 +1093,60 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(wheel.advance_to(2_000, &mut out), 1);
         assert_eq!((out[0].deadline_ms, out[0].value), (1_001, 99));
+    }
+
+    #[test]
+    fn a_tombstone_matching_its_reused_slots_tag_is_still_dropped() {
+        // One slot, reused over and over: 100 cancelled timers leave tombstones for it
+        // in bucket A (generations 0-99), then 206 more pass through bucket B, so the
+        // next occupant has generation 306, whose low byte (50) matches a tombstone's.
+        // When A is compacted, that tombstone must not be taken for the live timer.
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        let settle = |w: &mut TimingWheel<u32>| {
+            w.next_expiration();
+        };
+        // A live timer keeps A's list from being emptied along the way.
+        wheel.insert(30_000, 999);
+        let mut slot = None;
+        for i in 0..100 {
+            let key = wheel.insert(30_000, i);
+            assert_eq!(*slot.get_or_insert(key.index), key.index, "the same slot");
+            wheel.remove(key);
+            settle(&mut wheel);
+        }
+        for i in 0..206 {
+            let key = wheel.insert(5_000, i);
+            assert_eq!(Some(key.index), slot);
+            wheel.remove(key);
+            settle(&mut wheel);
+        }
+        let live = wheel.insert(30_000, 1_000);
+        assert_eq!(Some(live.index), slot);
+        assert_eq!(live.stamp as u8, 306u32 as u8, "generation 306 wraps to 50");
+        // Fill A's list until it compacts on the next push (full, and at least half
+        // tombstones); one tombstone then matches its slot's tag besides the live items.
+        let mut expect = vec![999, 1_000];
+        let a = wheel.slab.list_of(live.index);
+        let list = |w: &TimingWheel<u32>| list_by_id_ref(&w.due, &w.buckets, a).items.len();
+        let mut i = 2_000;
+        loop {
+            let l = list_by_id_ref(&wheel.due, &wheel.buckets, a);
+            if l.items.len() == l.items.capacity() {
+                break;
+            }
+            wheel.insert(30_000, i);
+            expect.push(i);
+            i += 1;
+        }
+        let before = list(&wheel);
+        wheel.insert(30_000, i);
+        expect.push(i);
+        assert!(list(&wheel) < before, "compacted");
+        assert_eq!(list(&wheel), expect.len(), "only live items are left");
+        let mut out = Vec::new();
+        wheel.advance_to(30_000, &mut out);
+        let fired: Vec<u32> = out.iter().map(|e| e.value).collect();
+        assert_eq!(fired, expect);
     }
 
     #[test]
