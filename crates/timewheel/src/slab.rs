@@ -464,7 +464,7 @@ impl<T> Slab<T> {
         let tags = &self.tags[..];
         debug_assert!(items.iter().all(|i| (i.index as usize) < tags.len()));
         let mut kept = 0;
-        // This loop runs for one or two items per cancel in a cancel-heavy workload, so it
+        // This loop runs for about two items per cancel in a cancel-heavy workload, so it
         // is kept short: no bounds checks, no branch on what it finds.
         let step = |items: &mut Vec<Item>, at: usize, kept: &mut usize| {
             // SAFETY: `at < len` and `kept <= at`; every listed index names an existing

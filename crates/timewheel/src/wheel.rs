@@ -494,7 +494,7 @@ impl<T> TimingWheel<T> {
     }
 
     /// Do the bookkeeping of the cancelled entries waiting for it: free their slots and
-    /// count their tombstones (which may empty a bucket or compact a list). Their entries
+    /// count their tombstones (which may empty a list or a whole bucket). Their entries
     /// were touched by the cancels just now, so this runs from the cache.
     #[inline(never)]
     fn settle(&mut self) {
@@ -519,8 +519,9 @@ impl<T> TimingWheel<T> {
         })
     }
 
-    /// Count a new tombstone in list `id`; empty the bucket if that was its last live
-    /// entry, or compact the list if it now has too many tombstones.
+    /// Count a new tombstone in list `id`; empty the list (and its bucket, if that is now
+    /// empty too) if that was its last live entry. Lists are compacted when they are full,
+    /// not here (see "Tombstones").
     #[inline]
     fn buried(&mut self, id: u32) {
         if id == DUE {
