@@ -133,22 +133,13 @@ impl List {
         self.items.len() - self.dead
     }
 
-    /// Append an item. Amortised O(1); see [`List::grow`] for how the buffer grows.
-    #[inline]
-    pub(crate) fn push(&mut self, item: Item) {
-        if self.items.len() == self.items.capacity() {
-            self.grow();
-        }
-        self.items.push(item);
-    }
-
     /// Make room for more items: double a small buffer, but grow a large one by a quarter,
     /// so that a list holding most of a million timers does not carry up to as many again
     /// in spare capacity. Still amortised O(1) per push (a geometric growth), and cheap:
     /// a large buffer is reallocated by remapping its pages, not by copying them.
     #[cold]
     #[inline(never)]
-    fn grow(&mut self) {
+    pub(crate) fn grow(&mut self) {
         let cap = self.items.capacity();
         let more = if cap < LARGE_LIST {
             cap.max(8)
@@ -193,7 +184,13 @@ const SEQ_IN_STAMP: u32 = 24;
 /// all, enough for a million insertions a second for two thousand years.
 #[inline]
 fn stamp_for(seq: u64, previous: u32) -> u32 {
-    ((seq as u32) << 8) | (previous.wrapping_add(1) & 0xff)
+    ((seq as u32) << 8) | u32::from(next_generation(previous))
+}
+
+/// The generation byte of the occupant after the one whose stamp is `previous`.
+#[inline]
+fn next_generation(previous: u32) -> u8 {
+    previous.wrapping_add(1) as u8
 }
 
 /// A list at least this long (64 KiB of items) grows by a quarter instead of doubling.
@@ -336,13 +333,15 @@ impl<T> Slab<T> {
     }
 
     /// True if `item` names the timer that occupies its slot (it is not a tombstone).
-    /// Reads the slot; does not branch (in a list, tombstones and live entries come in
-    /// random order). Meant for when no cancelled slot awaits its release; compaction,
-    /// which may run in between, uses [`Slab::counts_as_live`].
+    /// The tag is checked first, so a list of mostly tombstones is sifted without reading
+    /// their slots. Meant for when no cancelled slot awaits its release; compaction, which
+    /// may run in between, uses [`Slab::counts_as_live`].
     #[inline]
     pub(crate) fn is_current(&self, item: Item) -> bool {
-        let slot = &self.slots[item.index as usize];
-        slot.value.is_some() & (slot.stamp == item.stamp)
+        self.tag_matches(item) && {
+            let slot = &self.slots[item.index as usize];
+            slot.value.is_some() & (slot.stamp == item.stamp)
+        }
     }
 
     /// True if `item`'s generation byte matches its slot's tag: always so for a current
@@ -405,7 +404,7 @@ impl<T> Slab<T> {
         // The slot's next occupant will have the next generation: its tag is written now,
         // in a batch of releases, rather than by the insert (see `stamp_for`). From now on
         // no item of this timer's matches the tag, whether or not the slot is reused.
-        let next_tag = stamp_for(0, slot.stamp) as u8;
+        let next_tag = next_generation(slot.stamp);
         self.free_head = index;
         // SAFETY: `tags` covers every slot, and slot `index` exists (indexed just above).
         unsafe {
@@ -423,27 +422,28 @@ impl<T> Slab<T> {
         self.append(list, item);
     }
 
-    /// [`append`](Slab::append), kept out of line for the insert fast path, which calls it
-    /// only for a full list.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn append_cold(&self, list: &mut List, item: Item) {
-        self.append(list, item);
-    }
-
-    /// Append `item` to `list`. A full list at least half of whose items are tombstones
-    /// (and at least [`COMPACT_MIN`]) is compacted first, so that it reuses its own
-    /// buffer instead of growing: a list that timers keep arriving in stays within about
-    /// twice its live entries.
+    /// Append `item` to `list`: amortised O(1), and only a length check unless the list
+    /// is full (see [`make_room`](Slab::make_room)).
     #[inline]
     pub(crate) fn append(&self, list: &mut List, item: Item) {
-        if list.items.len() == list.items.capacity()
-            && list.dead >= COMPACT_MIN
-            && 2 * list.dead >= list.items.len()
-        {
-            self.compact(list);
+        if list.items.len() == list.items.capacity() {
+            self.make_room(list);
         }
-        list.push(item);
+        list.items.push(item);
+    }
+
+    /// Room in a full list: one at least half of whose items are tombstones (and at least
+    /// [`COMPACT_MIN`]) is compacted, so that it reuses its own buffer instead of growing
+    /// and a list that timers keep arriving in stays within about twice its live
+    /// entries; any other grows (see [`List::grow`]).
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self, list: &mut List) {
+        if list.dead >= COMPACT_MIN && 2 * list.dead >= list.items.len() {
+            self.compact(list);
+        } else {
+            list.grow();
+        }
     }
 
     /// Drop every tombstone from `list`; current items keep their order.
@@ -767,7 +767,7 @@ mod tests {
         // counts as live there (its tombstone is counted on release), so it is kept.
         let pending = slab.insert(next(), 3, NIL);
         slab.push(&mut list, 1, pending.item(30));
-        list.push(old.item(10)); // the colliding tombstone again
+        list.items.push(old.item(10)); // the colliding tombstone again
         list.dead += 1;
         assert_eq!(slab.take(pending), Some(3));
         slab.compact(&mut list);

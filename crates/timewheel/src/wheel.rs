@@ -240,8 +240,7 @@ fn list_by_id<'a>(due: &'a mut List, buckets: &'a mut [Bucket], id: u32) -> &'a 
     }
 }
 
-/// The list with id `id`, read-only (for tests and introspection).
-#[cfg(test)]
+/// The list with id `id`, read-only.
 fn list_by_id_ref<'a>(due: &'a List, buckets: &'a [Bucket], id: u32) -> &'a List {
     if id == DUE {
         due
@@ -453,13 +452,7 @@ impl<T> TimingWheel<T> {
                 // A non-empty list is in a queued bucket.
                 if !list.is_empty() {
                     let key = self.slab.insert(seq, value, id);
-                    let item = key.item(deadline);
-                    if list.items.len() < list.items.capacity() {
-                        list.items.push(item);
-                    } else {
-                        // Full: compact or grow (see `Slab::append`).
-                        self.slab.append_cold(list, item);
-                    }
+                    self.slab.append(list, key.item(deadline));
                     return key;
                 }
             }
@@ -574,17 +567,7 @@ impl<T> TimingWheel<T> {
     /// meant for tests and introspection, not for a hot path.
     pub fn deadline(&self, key: Key) -> Option<u64> {
         let index = self.slab.resolve(key)?;
-        let id = self.slab.list_of(index);
-        let list = if id == DUE {
-            &self.due
-        } else {
-            let bucket = &self.buckets[(id >> 1) as usize];
-            if id & 1 == 1 {
-                &bucket.head
-            } else {
-                &bucket.list
-            }
-        };
+        let list = list_by_id_ref(&self.due, &self.buckets, self.slab.list_of(index));
         list.items
             .iter()
             .find(|item| item.index == key.index && item.stamp == key.stamp)
@@ -647,7 +630,7 @@ impl<T> TimingWheel<T> {
         }
         for list in lists {
             for item in list {
-                if self.slab.tag_matches(item) && self.slab.is_current(item) {
+                if self.slab.is_current(item) {
                     self.slab.mark_unlisted(item.index);
                     out.push(self.slab.free(item.index));
                 }
@@ -839,7 +822,7 @@ impl<T> TimingWheel<T> {
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
             for &item in chunk {
-                if self.slab.tag_matches(item) && self.slab.is_current(item) {
+                if self.slab.is_current(item) {
                     self.slab.mark_unlisted(item.index);
                     self.place(item);
                 } else {
@@ -891,7 +874,7 @@ impl<T> TimingWheel<T> {
         for chunk in items.chunks(PREFETCH_CHUNK) {
             self.touch_all(chunk);
             for &item in chunk {
-                if !(self.slab.tag_matches(item) && self.slab.is_current(item)) {
+                if !self.slab.is_current(item) {
                     continue;
                 }
                 self.slab.mark_unlisted(item.index);
