@@ -128,6 +128,30 @@ impl List {
         self.items.is_empty()
     }
 
+    /// True if one more item fits without growing or compacting (see
+    /// [`Slab::append`]).
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.items.len() < self.items.capacity()
+    }
+
+    /// Push `item` into the spare capacity: the insert fast path, which has checked
+    /// [`has_room`](List::has_room) already and so needs no call to grow.
+    ///
+    /// # Safety
+    /// The list must have room ([`has_room`](List::has_room)).
+    #[inline]
+    pub(crate) unsafe fn push_within_capacity(&mut self, item: Item) {
+        debug_assert!(self.has_room());
+        let len = self.items.len();
+        // SAFETY: the caller guarantees `len < capacity`, so the write lands in the
+        // buffer's spare capacity and the new length covers initialised items only.
+        unsafe {
+            self.items.as_mut_ptr().add(len).write(item);
+            self.items.set_len(len + 1);
+        }
+    }
+
     /// Number of live (occupied) entries.
     pub(crate) fn live(&self) -> usize {
         self.items.len() - self.dead
@@ -243,29 +267,45 @@ impl<T> Slab<T> {
     /// [`Key::item`].
     #[inline]
     pub(crate) fn insert(&mut self, seq: u64, value: T, link: u32) -> Key {
-        self.len += 1;
-        let index = self.free_head;
-        if index != NIL {
-            let at = index as usize;
-            debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
-            // SAFETY: the free list only holds indices of slots that exist (`release`
-            // indexes the slot before linking it).
-            unsafe {
-                let slot = self.slots.get_unchecked_mut(at);
-                self.free_head = slot.link;
-                let stamp = stamp_for(seq, slot.stamp);
-                *slot = Slot {
-                    stamp,
-                    link,
-                    seq_hi: (seq >> SEQ_IN_STAMP) as u32,
-                    value: Some(value),
-                };
-                debug_assert_eq!(self.tags[at], stamp as u8, "tag set on release");
-                Key { index, stamp }
-            }
+        if self.has_released() {
+            // SAFETY: checked just above.
+            unsafe { self.insert_released(seq, value, link) }
         } else {
             self.insert_new(seq, value, link)
         }
+    }
+
+    /// True if a released slot is waiting to be reused, so that
+    /// [`insert_released`](Slab::insert_released) applies.
+    #[inline]
+    pub(crate) fn has_released(&self) -> bool {
+        self.free_head != NIL
+    }
+
+    /// [`insert`](Slab::insert) into the most recently released slot. Writes one slot,
+    /// calls nothing and allocates nothing: the insert fast path.
+    ///
+    /// # Safety
+    /// A released slot must be waiting ([`has_released`](Slab::has_released)).
+    #[inline]
+    pub(crate) unsafe fn insert_released(&mut self, seq: u64, value: T, link: u32) -> Key {
+        let index = self.free_head;
+        let at = index as usize;
+        debug_assert!(at < self.slots.len() && self.slots[at].value.is_none());
+        self.len += 1;
+        // SAFETY: the caller guarantees the free list is not empty, and it only holds
+        // indices of slots that exist (`release` indexes the slot before linking it).
+        let slot = unsafe { self.slots.get_unchecked_mut(at) };
+        self.free_head = slot.link;
+        let stamp = stamp_for(seq, slot.stamp);
+        *slot = Slot {
+            stamp,
+            link,
+            seq_hi: (seq >> SEQ_IN_STAMP) as u32,
+            value: Some(value),
+        };
+        debug_assert_eq!(self.tags[at], stamp as u8, "tag set on release");
+        Key { index, stamp }
     }
 
     /// [`insert`](Slab::insert) into a new slot at the end.
@@ -279,6 +319,7 @@ impl<T> Slab<T> {
         if self.slots.len() == self.slots.capacity() {
             self.grow();
         }
+        self.len += 1;
         self.slots.push(Slot {
             stamp,
             link,
@@ -411,6 +452,25 @@ impl<T> Slab<T> {
             *self.tags.get_unchecked_mut(index as usize) = next_tag;
         }
         list
+    }
+
+    /// [`release`](Slab::release) every slot in `batch`, replacing each index with the id
+    /// of the list its item is in (where its tombstone is to be counted). One tight pass:
+    /// the slots were touched by their cancels just before, so this runs from the cache.
+    pub(crate) fn release_batch(&mut self, batch: &mut [u32]) {
+        let slots = &mut self.slots[..];
+        let tags = &mut self.tags[..];
+        let mut free_head = self.free_head;
+        for entry in batch.iter_mut() {
+            let index = *entry;
+            let slot = &mut slots[index as usize];
+            debug_assert!(slot.value.is_none(), "releasing an occupied slot");
+            *entry = std::mem::replace(&mut slot.link, free_head);
+            // As in `release`: the next occupant's tag, written now.
+            tags[index as usize] = next_generation(slot.stamp);
+            free_head = index;
+        }
+        self.free_head = free_head;
     }
 
     /// Append the current `item`, whose slot is in no list, to `list`, whose id is

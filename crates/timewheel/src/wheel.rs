@@ -436,10 +436,9 @@ impl<T> TimingWheel<T> {
     #[inline]
     pub fn insert(&mut self, deadline_ms: u64, value: T) -> Key {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        // The common case, kept short: the same bucket as the previous insert, which still
-        // holds entries (so it is queued already).
+        // The common case, kept short and free of calls (so that it inlines into the
+        // caller without saving registers): the same bucket as the previous insert, which
+        // still holds entries (so it is queued already) and has room for one more.
         let last = &self.last;
         if last.lo_d < deadline && deadline <= last.hi_d {
             let id = last.id;
@@ -450,19 +449,39 @@ impl<T> TimingWheel<T> {
                     &mut bucket.list
                 };
                 // A non-empty list is in a queued bucket.
-                if !list.is_empty() {
-                    let key = self.slab.insert(seq, value, id);
-                    self.slab.append(list, key.item(deadline));
+                if !list.is_empty() && list.has_room() {
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    if !self.slab.has_released() {
+                        return self.insert_listed(deadline, seq, value, id);
+                    }
+                    // SAFETY: `has_released` and `has_room` were checked just above.
+                    let key = unsafe { self.slab.insert_released(seq, value, id) };
+                    unsafe { list.push_within_capacity(key.item(deadline)) };
                     return key;
                 }
             }
         }
-        self.insert_slow(deadline, seq, value)
+        self.insert_slow(deadline, value)
+    }
+
+    /// [`insert`](Self::insert) into list `id`, already chosen, when no released slot
+    /// waits to be reused: a new slot at the end of the slab.
+    #[inline(never)]
+    fn insert_listed(&mut self, deadline: u64, seq: u64, value: T, id: u32) -> Key {
+        let key = self.slab.insert(seq, value, id);
+        self.slab.append(
+            list_by_id(&mut self.due, &mut self.buckets, id),
+            key.item(deadline),
+        );
+        key
     }
 
     /// [`insert`](Self::insert) in general.
     #[inline(never)]
-    fn insert_slow(&mut self, deadline: u64, seq: u64, value: T) -> Key {
+    fn insert_slow(&mut self, deadline: u64, value: T) -> Key {
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let id = self.target(deadline);
         let key = self.slab.insert(seq, value, id);
         self.slab.append(
@@ -478,7 +497,9 @@ impl<T> TimingWheel<T> {
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let value = self.slab.take(key)?;
-        self.unsettled[self.unsettled_len] = key.index;
+        // `unsettled_len < SETTLE_BATCH` here (it is reset on reaching it); the mask
+        // only saves a bounds check.
+        self.unsettled[self.unsettled_len % SETTLE_BATCH] = key.index;
         self.unsettled_len += 1;
         if self.unsettled_len == SETTLE_BATCH {
             self.settle();
@@ -491,11 +512,27 @@ impl<T> TimingWheel<T> {
     /// were touched by the cancels just now, so this runs from the cache.
     #[inline(never)]
     fn settle(&mut self) {
-        for k in 0..self.unsettled_len.min(SETTLE_BATCH) {
-            let id = self.slab.release(self.unsettled[k]);
-            self.buried(id);
-        }
+        let n = self.unsettled_len.min(SETTLE_BATCH);
         self.unsettled_len = 0;
+        if n == 0 {
+            return;
+        }
+        // Free the slots first (one tight loop over the slab, which leaves each entry's
+        // list id in its place), then count the tombstones a run of equal lists at a time:
+        // most cancels of a busy wheel hit the few largest lists.
+        self.slab.release_batch(&mut self.unsettled[..n]);
+        let mut id = self.unsettled[0];
+        let mut run = 0;
+        for k in 0..n {
+            let next = self.unsettled[k];
+            if next != id {
+                self.buried(id, run);
+                id = next;
+                run = 0;
+            }
+            run += 1;
+        }
+        self.buried(id, run);
     }
 
     /// When the wheel must next be advanced for this timer: `now` if it is already due,
@@ -512,13 +549,13 @@ impl<T> TimingWheel<T> {
         })
     }
 
-    /// Count a new tombstone in list `id`; empty the list (and its bucket, if that is now
-    /// empty too) if that was its last live entry. Lists are compacted when they are full,
-    /// not here (see "Tombstones").
+    /// Count `count` new tombstones in list `id`; empty the list (and its bucket, if that
+    /// is now empty too) if they were its last live entries. Lists are compacted when they
+    /// are full, not here (see "Tombstones").
     #[inline]
-    fn buried(&mut self, id: u32) {
+    fn buried(&mut self, id: u32, count: usize) {
         if id == DUE {
-            self.due.dead += 1;
+            self.due.dead += count;
             if self.due.live() == 0 {
                 self.slab.clear_dead(&mut self.due);
             }
@@ -532,7 +569,7 @@ impl<T> TimingWheel<T> {
         } else {
             &mut b.list
         };
-        list.dead += 1;
+        list.dead += count;
         if list.live() == 0 {
             self.bury_slow(bucket, id);
         }
@@ -1131,6 +1168,41 @@ mod tests {
         wheel.advance_to(30_000, &mut out);
         let fired: Vec<u32> = out.iter().map(|e| e.value).collect();
         assert_eq!(fired, expect);
+    }
+
+    #[test]
+    fn every_insert_path_into_one_bucket_counts_and_fires() {
+        // Inserts into the bucket the previous insert chose take one of three paths: a
+        // new slot at the end of the slab, a released slot reused in place, or (when the
+        // list is full) the general path, which makes room. All must count and fire.
+        let mut wheel = TimingWheel::new(1, 20, 0);
+        let mut keys = Vec::new();
+        for i in 0..1_000u32 {
+            // New slots only: nothing has been released yet.
+            keys.push(wheel.insert(5_000 + u64::from(i % 7), i));
+            assert_eq!(wheel.len(), i as usize + 1);
+        }
+        // Cancel every other timer (settled in batches), then refill the released slots:
+        // the list fills up and makes room again along the way.
+        for key in keys.iter().step_by(2) {
+            assert!(wheel.remove(*key).is_some());
+        }
+        assert_eq!(wheel.len(), 500);
+        for i in 1_000..1_600u32 {
+            wheel.insert(5_000 + u64::from(i % 7), i);
+        }
+        assert_eq!(wheel.len(), 1_100);
+        let fired = fire(&mut wheel, 5_006);
+        assert_eq!(fired.len(), 1_100);
+        assert!(wheel.is_empty());
+        let mut expected: Vec<(u64, u32)> = (1..1_000)
+            .step_by(2)
+            .chain(1_000..1_600)
+            .map(|i| (5_000 + u64::from(i % 7), i))
+            .collect();
+        // Due-time order; equal deadlines in insertion order.
+        expected.sort_by_key(|&(deadline, i)| (deadline, i));
+        assert_eq!(fired, expected);
     }
 
     #[test]
