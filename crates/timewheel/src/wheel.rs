@@ -59,9 +59,9 @@
 //! * `advance_to`: O(levels) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry is moved at most once per level), plus sorting each batch of fired entries.
 //! * memory: per pending timer a slot (16 bytes with a payload of up to 4 bytes, 32 with
-//!   a 16-byte one such as `Arc<dyn TimerTask>`) and a bit, and a 16-byte item (slot,
-//!   stamp, deadline) in its bucket's list (tombstones at most double the lists, see
-//!   below), plus `wheel_size` small bucket headers per level.
+//!   a 16-byte one such as `Arc<dyn TimerTask>`) and a byte of tag, and a 16-byte item
+//!   (slot, stamp, deadline) in its bucket's list (tombstones at most double the lists,
+//!   see below), plus `wheel_size` small bucket headers per level.
 //!
 //! # Incremental cascades
 //!
@@ -87,8 +87,9 @@
 //! [`SETTLE_BATCH`] cancels (and before anything that reads the lists: advancing,
 //! draining, snapshots, [`next_expiration`](TimingWheel::next_expiration)) the batch is
 //! *settled*, from the cache since the cancels just touched those slots: each slot goes
-//! on the free list (so it is reused while still warm), its tag moves on to the next
-//! generation, and the list its id names counts one more tombstone. Keeping that out of
+//! on the free list (so it is reused while still warm) and its tag moves on to the next
+//! generation, in one pass over the batch; then the lists the slots' ids name count their
+//! new tombstones, a run of equal ids at a time. Keeping that out of
 //! `remove` keeps a cancel short, so that the processor has several cancels' cache misses
 //! in flight at once. The item stays listed:
 //!
