@@ -456,8 +456,10 @@ impl<T> TimingWheel<T> {
                     if !self.slab.has_released() {
                         return self.insert_listed(deadline, seq, value, id);
                     }
-                    // SAFETY: `has_released` and `has_room` were checked just above.
+                    // SAFETY: a released slot waits (`has_released`, just above).
                     let key = unsafe { self.slab.insert_released(seq, value, id) };
+                    // SAFETY: the list has room (`has_room`, above); nothing since has
+                    // touched it.
                     unsafe { list.push_within_capacity(key.item(deadline)) };
                     return key;
                 }
