@@ -66,3 +66,35 @@ def test_acks_all_waits_for_a_paused_follower(broker):
     metadata = future.get(timeout=30)
     assert metadata.offset == 1
     producer.close()
+
+
+def test_admin_creates_describes_and_deletes_a_topic(broker):
+    # kafka-python's admin client reads the configs a CreateTopics (v5+) response carries,
+    # and refuses the whole response if a config's source is a code it does not know.
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        created = admin.create_topics(
+            [NewTopic("py-admin", 2, 3, topic_configs={"min.insync.replicas": "1"})]
+        )
+        [topic] = created["topics"]
+        assert topic["error_code"] == 0
+        assert topic["num_partitions"] == 2
+        assert topic["configs"]["min.insync.replicas"]["value"] == "1"
+        assert topic["configs"]["min.insync.replicas"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert topic["configs"]["retention.bytes"]["config_source"] == "STATIC_BROKER_CONFIG"
+
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "py-admin")]
+        )
+        assert described["topic"]["py-admin"]["min.insync.replicas"]["value"] == "1"
+
+        partitions = [p for p in broker.state()["partitions"] if p["topic"] == "py-admin"]
+        assert sorted(p["partition"] for p in partitions) == [0, 1]
+
+        deleted = admin.delete_topics(["py-admin"])
+        assert [t["error_code"] for t in deleted["topics"]] == [0]
+        assert not [p for p in broker.state()["partitions"] if p["topic"] == "py-admin"]
+    finally:
+        admin.close()

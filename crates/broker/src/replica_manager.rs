@@ -91,6 +91,16 @@ pub struct TopicConfig {
     pub min_insync_replicas: i32,
     /// `retention.bytes`.
     pub retention_bytes: i64,
+    /// The configs set for this topic when it was created (Kafka's topic overrides);
+    /// the others are the broker's. DescribeConfigs and CreateTopics report the source.
+    pub overrides: Vec<&'static str>,
+}
+
+impl TopicConfig {
+    /// True if `name` was set for this topic rather than taken from the broker.
+    pub fn is_override(&self, name: &str) -> bool {
+        self.overrides.contains(&name)
+    }
 }
 
 /// A topic: its id and partitions.
@@ -297,11 +307,15 @@ impl ReplicaManager {
         let mut config = TopicConfig {
             min_insync_replicas: self.config.min_insync_replicas,
             retention_bytes: self.config.retention_bytes,
+            overrides: Vec::new(),
         };
         for (key, value) in &new.configs {
             match key.as_str() {
                 "min.insync.replicas" => match value.parse::<i32>() {
-                    Ok(v) if v >= 1 => config.min_insync_replicas = v,
+                    Ok(v) if v >= 1 => {
+                        config.min_insync_replicas = v;
+                        config.overrides.push("min.insync.replicas");
+                    }
                     _ => {
                         return Err(TopicError::new(
                             ec::INVALID_CONFIG,
@@ -310,7 +324,10 @@ impl ReplicaManager {
                     }
                 },
                 "retention.bytes" => match value.parse::<i64>() {
-                    Ok(v) if v >= -1 => config.retention_bytes = v,
+                    Ok(v) if v >= -1 => {
+                        config.retention_bytes = v;
+                        config.overrides.push("retention.bytes");
+                    }
                     _ => {
                         return Err(TopicError::new(
                             ec::INVALID_CONFIG,

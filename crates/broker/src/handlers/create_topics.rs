@@ -9,9 +9,10 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
+use super::describe_configs::topic_source;
 use super::{sb, RequestContext};
 use crate::error_codes as ec;
-use crate::replica_manager::{NewTopic, ReplicaManager};
+use crate::replica_manager::{NewTopic, ReplicaManager, TopicConfig};
 
 /// Handles a CreateTopics request.
 pub fn handle(
@@ -57,8 +58,8 @@ pub fn handle(
                     // The effective configs are part of the response from v5 on.
                     if ctx.api_version >= 5 {
                         result.with_configs(Some(vec![
-                            config_entry("min.insync.replicas", &t.config.min_insync_replicas.to_string()),
-                            config_entry("retention.bytes", &t.config.retention_bytes.to_string()),
+                            config_entry(&t.config, "min.insync.replicas", &t.config.min_insync_replicas.to_string()),
+                            config_entry(&t.config, "retention.bytes", &t.config.retention_bytes.to_string()),
                         ]))
                     } else {
                         result
@@ -75,8 +76,13 @@ pub fn handle(
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
 }
 
-fn config_entry(name: &str, value: &str) -> CreatableTopicConfigs {
+/// One effective config of a new topic, with where its value comes from (as
+/// DescribeConfigs would report it).
+fn config_entry(config: &TopicConfig, name: &str, value: &str) -> CreatableTopicConfigs {
     CreatableTopicConfigs::default()
         .with_name(sb(name))
         .with_value(Some(sb(value)))
+        .with_read_only(false)
+        .with_config_source(topic_source(config, name))
+        .with_is_sensitive(false)
 }

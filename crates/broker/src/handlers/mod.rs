@@ -26,6 +26,19 @@ pub mod produce;
 #[cfg(test)]
 mod tests;
 
+/// Kafka's `ConfigSource` codes, as DescribeConfigs (v1+) and CreateTopics (v5+) report
+/// where a config's value comes from. Clients map them to names, and some (kafka-python's
+/// admin client) refuse a response with a code they do not know, such as the field's
+/// default of -1.
+pub mod config_source {
+    /// `DYNAMIC_TOPIC_CONFIG`: set for this topic.
+    pub const TOPIC: i8 = 1;
+    /// `STATIC_BROKER_CONFIG`: the broker's configuration.
+    pub const STATIC_BROKER: i8 = 4;
+    /// `DEFAULT_CONFIG`: Kafka's built-in default.
+    pub const DEFAULT: i8 = 5;
+}
+
 /// Who sent a request, for responses, logs and the state API.
 #[derive(Debug, Clone)]
 pub struct RequestContext {

@@ -269,3 +269,124 @@ impl DecodeFrom for ResponseHeader {
             .expect("response header")
     }
 }
+
+fn manual_broker() -> Arc<ReplicaManager> {
+    ReplicaManager::new(BrokerConfig {
+        clock: ClockMode::Manual,
+        ..BrokerConfig::default()
+    })
+}
+
+fn ask(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> ResponseKind {
+    let ctx = RequestContext {
+        correlation_id: 7,
+        client_id: "test".into(),
+        api_version: version,
+        peer: "127.0.0.1:1".parse().unwrap(),
+    };
+    match dispatch(rm, &ctx, request) {
+        Reply::Now(r) => *r,
+        _ => panic!("expected an immediate response"),
+    }
+}
+
+#[test]
+fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
+    // Kafka's ConfigSource: 1 = set for the topic, 4 = the broker's config, 5 = default.
+    // Leaving it at the field's default (-1) made kafka-python's admin client reject the
+    // whole CreateTopics response.
+    let rm = manual_broker();
+    for version in 5..=7 {
+        let topic = format!("sourced-{version}");
+        let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(name(&topic))
+            .with_num_partitions(1)
+            .with_replication_factor(3)
+            .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_value(Some(StrBytes::from_static_str("1")))])]);
+        let ResponseKind::CreateTopics(response) =
+            ask(&rm, version, RequestKind::CreateTopics(request))
+        else {
+            panic!("not a CreateTopics response");
+        };
+        let result = &response.topics[0];
+        assert_eq!(result.error_code, 0, "v{version}");
+        let sources: Vec<(&str, Option<&str>, i8, bool)> = result
+            .configs
+            .as_ref()
+            .expect("v5+ reports the configs")
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.value.as_deref(),
+                    c.config_source,
+                    c.read_only,
+                )
+            })
+            .collect();
+        let retention = rm.config.retention_bytes.to_string();
+        assert_eq!(
+            sources,
+            vec![
+                ("min.insync.replicas", Some("1"), 1, false),
+                ("retention.bytes", Some(retention.as_str()), 4, false),
+            ],
+            "v{version}"
+        );
+
+        // An empty key list asks for every key, as a null one does.
+        let describe = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.clone()))
+                .with_configuration_keys(Some(vec![])),
+        ]);
+        let ResponseKind::DescribeConfigs(described) =
+            ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+        else {
+            panic!("not a DescribeConfigs response");
+        };
+        // (name, ConfigSource, read only, ConfigType: 2 string, 3 int, 5 long, 7 list)
+        let entries: Vec<(&str, i8, bool, i8)> = described.results[0]
+            .configs
+            .iter()
+            .map(|c| (c.name.as_str(), c.config_source, c.read_only, c.config_type))
+            .collect();
+        assert_eq!(
+            entries,
+            vec![
+                ("min.insync.replicas", 1, false, 3),
+                ("retention.bytes", 4, false, 5),
+                ("cleanup.policy", 5, true, 7),
+                ("message.timestamp.type", 5, true, 2),
+                ("max.message.bytes", 4, true, 3),
+            ]
+        );
+    }
+}
+
+#[test]
+fn describe_configs_filters_by_the_keys_asked_for() {
+    let rm = manual_broker();
+    let describe =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(vec![
+                StrBytes::from_static_str("min.insync.replicas"),
+                StrBytes::from_static_str("no.such.key"),
+            ]))]);
+    let ResponseKind::DescribeConfigs(described) =
+        ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+    else {
+        panic!("not a DescribeConfigs response");
+    };
+    let names: Vec<&str> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["min.insync.replicas"]);
+}
