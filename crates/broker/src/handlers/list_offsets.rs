@@ -4,7 +4,11 @@
 //! may read, not the log end; -2 (earliest) answers the log start offset; -3 (v7+, max
 //! timestamp) answers the batch holding the largest timestamp. Any other timestamp answers
 //! the first batch whose records reach it, or -1 if none does.
+//!
+//! A partition named more than once in one request is answered INVALID_REQUEST for each
+//! time, as Kafka's broker does: which of its answers would a client believe?
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::list_offsets_response::{
@@ -26,9 +30,19 @@ pub fn handle(
     ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> ResponseKind {
+    let mut asked: HashMap<(&str, i32), usize> = HashMap::new();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            *asked
+                .entry((topic.name.0.as_str(), p.partition_index))
+                .or_default() += 1;
+        }
+    }
+    let duplicated =
+        |topic: &str, partition: i32| asked.get(&(topic, partition)).is_some_and(|&n| n > 1);
     let topics = req
         .topics
-        .into_iter()
+        .iter()
         .map(|topic| {
             let partitions = topic
                 .partitions
@@ -36,6 +50,12 @@ pub fn handle(
                 .map(|p| {
                     let base = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    if duplicated(topic.name.0.as_str(), p.partition_index) {
+                        return base
+                            .with_error_code(ec::INVALID_REQUEST)
+                            .with_offset(-1)
+                            .with_timestamp(-1);
+                    }
                     let Some(handle) = rm.partition(&topic.name.0, p.partition_index) else {
                         return base
                             .with_error_code(ec::UNKNOWN_TOPIC_OR_PARTITION)
@@ -59,7 +79,7 @@ pub fn handle(
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
-                .with_name(topic.name)
+                .with_name(topic.name.clone())
                 .with_partitions(partitions)
         })
         .collect();

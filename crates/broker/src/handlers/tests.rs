@@ -390,3 +390,32 @@ fn describe_configs_filters_by_the_keys_asked_for() {
         .collect();
     assert_eq!(names, vec!["min.insync.replicas"]);
 }
+
+#[test]
+fn list_offsets_refuses_a_partition_asked_for_twice() {
+    // Kafka answers INVALID_REQUEST for every entry of a partition named more than once,
+    // rather than two offsets a client cannot tell apart.
+    let rm = manual_broker();
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("twice"))
+        .with_num_partitions(2)
+        .with_replication_factor(3)]);
+    ask(&rm, 7, RequestKind::CreateTopics(create));
+    let entry = |partition: i32, timestamp: i64| {
+        ListOffsetsPartition::default()
+            .with_partition_index(partition)
+            .with_timestamp(timestamp)
+    };
+    let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+        .with_name(name("twice"))
+        .with_partitions(vec![entry(0, -1), entry(0, -2), entry(1, -1)])]);
+    let ResponseKind::ListOffsets(response) = ask(&rm, 7, RequestKind::ListOffsets(request)) else {
+        panic!("not a ListOffsets response");
+    };
+    let answers: Vec<(i32, i16, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.offset))
+        .collect();
+    assert_eq!(answers, vec![(0, 42, -1), (0, 42, -1), (1, 0, 0)]);
+}
