@@ -439,24 +439,15 @@ impl<T> Slab<T> {
     /// item, if still listed, is a tombstone from now on). Returns the list it was in.
     #[inline]
     pub(crate) fn release(&mut self, index: u32) -> u32 {
-        let slot = &mut self.slots[index as usize];
-        debug_assert!(slot.value.is_none(), "releasing an occupied slot");
-        let list = std::mem::replace(&mut slot.link, self.free_head);
-        // The slot's next occupant will have the next generation: its tag is written now,
-        // in a batch of releases, rather than by the insert (see `stamp_for`). From now on
-        // no item of this timer's matches the tag, whether or not the slot is reused.
-        let next_tag = next_generation(slot.stamp);
-        self.free_head = index;
-        // SAFETY: `tags` covers every slot, and slot `index` exists (indexed just above).
-        unsafe {
-            *self.tags.get_unchecked_mut(index as usize) = next_tag;
-        }
-        list
+        let mut one = [index];
+        self.release_batch(&mut one);
+        one[0]
     }
 
     /// [`release`](Slab::release) every slot in `batch`, replacing each index with the id
     /// of the list its item is in (where its tombstone is to be counted). One tight pass:
     /// the slots were touched by their cancels just before, so this runs from the cache.
+    #[inline]
     pub(crate) fn release_batch(&mut self, batch: &mut [u32]) {
         let slots = &mut self.slots[..];
         let tags = &mut self.tags[..];
@@ -466,7 +457,10 @@ impl<T> Slab<T> {
             let slot = &mut slots[index as usize];
             debug_assert!(slot.value.is_none(), "releasing an occupied slot");
             *entry = std::mem::replace(&mut slot.link, free_head);
-            // As in `release`: the next occupant's tag, written now.
+            // The slot's next occupant will have the next generation: its tag is written
+            // now, in a batch of releases, rather than by the insert (see `stamp_for`).
+            // From now on no item of this timer's matches the tag, whether or not the
+            // slot is reused.
             tags[index as usize] = next_generation(slot.stamp);
             free_head = index;
         }

@@ -472,20 +472,22 @@ impl<T> TimingWheel<T> {
     /// waits to be reused: a new slot at the end of the slab.
     #[inline(never)]
     fn insert_listed(&mut self, deadline: u64, seq: u64, value: T, id: u32) -> Key {
-        let key = self.slab.insert(seq, value, id);
-        self.slab.append(
-            list_by_id(&mut self.due, &mut self.buckets, id),
-            key.item(deadline),
-        );
-        key
+        self.insert_into(deadline, seq, value, id)
     }
 
-    /// [`insert`](Self::insert) in general.
+    /// [`insert`](Self::insert) in general: choose the list, then list the timer there.
     #[inline(never)]
     fn insert_slow(&mut self, deadline: u64, value: T) -> Key {
         let seq = self.next_seq;
         self.next_seq += 1;
         let id = self.target(deadline);
+        self.insert_into(deadline, seq, value, id)
+    }
+
+    /// Store the timer in a slot and list it in list `id`: the end of both ways out of
+    /// the fast path (inlined into each, so that neither pays a call).
+    #[inline(always)]
+    fn insert_into(&mut self, deadline: u64, seq: u64, value: T, id: u32) -> Key {
         let key = self.slab.insert(seq, value, id);
         self.slab.append(
             list_by_id(&mut self.due, &mut self.buckets, id),
