@@ -339,9 +339,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
 /// fetch responses carry bulk data.
 fn response_reservation(rm: &ReplicaManager, request: &RequestKind) -> usize {
     match request {
-        RequestKind::Fetch(fetch) => {
-            (fetch.max_bytes.max(0) as usize).min(rm.config.fetch_max_bytes)
-        }
+        RequestKind::Fetch(fetch) => handlers::fetch::response_max_bytes(rm, fetch),
         _ => 0,
     }
 }

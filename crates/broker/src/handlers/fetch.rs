@@ -30,11 +30,18 @@ use crate::replica_manager::ReplicaManager;
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks for.
 pub const MAX_FETCH_WAIT_MS: u64 = 60_000;
 
+/// The most a response to `req` may carry: its `max_bytes`, capped by the broker's
+/// `fetch.max.bytes`. (The connection reserves this much before running the handler.)
+pub fn response_max_bytes(rm: &ReplicaManager, req: &FetchRequest) -> usize {
+    (req.max_bytes.max(0) as usize).min(rm.config.fetch_max_bytes)
+}
+
 /// Handles a Fetch request from a consumer or a follower.
 pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest) -> Reply {
     // Fetch v15+ moves the replica id into `replica_state`; we advertise up to v12.
     let replica_id = req.replica_id.0;
     let is_follower = replica_id >= 0;
+    let max_bytes = response_max_bytes(rm, &req);
 
     // This broker never creates fetch sessions (it answers session_id 0, which a client
     // takes as "send full requests"), so an incremental fetch names a session we don't know.
@@ -110,7 +117,7 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
     let params = FetchParams {
         replica_id,
         min_bytes: req.min_bytes.max(0) as usize,
-        max_bytes: (req.max_bytes.max(0) as usize).min(rm.config.fetch_max_bytes),
+        max_bytes,
         bound: if is_follower {
             ReadBound::LogEnd
         } else {
