@@ -16,6 +16,10 @@ step() { printf '\n==> %s\n' "$*"; }
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# kafkajs comes from npm; Debian's npm brings Node.js with it.
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# Debian splits `python3 -m venv` (and the pip it bootstraps) into its own package.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
     step "installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
