@@ -4,10 +4,9 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{wait_until, ManualFollower, TestBroker};
 use followersim::wire::KafkaConnection;
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -16,49 +15,20 @@ use kafka_protocol::messages::{
     ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use replog::test_util::BatchBuilder;
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-/// A v2 record batch of `count` records of `size` bytes each, optionally idempotent.
+/// One v2 record batch of `count` records of `size` bytes each, optionally idempotent
+/// (producer id, epoch, first sequence).
 fn batch(count: usize, size: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
-    let (producer_id, producer_epoch, first_sequence) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: if first_sequence < 0 {
-                -1
-            } else {
-                first_sequence + i as i32
-            },
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(vec![b'x'; size])),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    let builder = BatchBuilder::with_values(&vec![vec![b'x'; size]; count]);
+    match producer {
+        Some((id, epoch, sequence)) => builder.producer(id, epoch, sequence).bytes(),
+        None => builder.bytes(),
+    }
 }
 
 fn produce(topic: &str, acks: i16, timeout_ms: i32, records: Bytes) -> ProduceRequest {
@@ -198,7 +168,7 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
     );
     // Like Kafka, completed operations leave watcher lists lazily: the next check on the
     // key (or the periodic purge) drops them, and the key with them.
-    let tp = purgatory::replica_manager::TopicPartition::new("gone", 0);
+    let tp = purgatory::partition::TopicPartition::new("gone", 0);
     assert_eq!(tb.rm().produce_purgatory.check_and_complete(&tp), 0);
     assert_eq!(tb.rm().produce_purgatory.watched(), 0);
     assert!(tb.rm().produce_purgatory.snapshot(10).keys.is_empty());

@@ -1,16 +1,21 @@
 //! Request handlers, one module per Kafka API — the layout is the protocol.
 //!
-//! A handler takes the decoded request and returns a [`Reply`]: a response now, a response
-//! later (the request was parked in a purgatory and a delayed operation will answer it), or
-//! no response at all (`acks=0`). The connection keeps replies in request order.
+//! A handler translates: the decoded wire request into the replica manager's domain calls
+//! (`append_records`, `fetch_messages`, topic lookups), and the domain results back into
+//! the wire response for the request's version. It holds no state and makes no decision
+//! that belongs to the broker's model — those live in [`crate::replica_manager`].
+//!
+//! It returns a [`Reply`]: a response now, a response later (the request was parked in a
+//! purgatory and a delayed operation's callback will send it), no response at all
+//! (`acks=0`), or "close the connection". The connection keeps replies in request order.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::sync::oneshot;
 
 use crate::replica_manager::ReplicaManager;
+pub use crate::request::RequestContext;
 
 pub mod api_versions;
 pub mod create_topics;
@@ -26,32 +31,6 @@ pub mod produce;
 #[cfg(test)]
 mod tests;
 
-/// Kafka's `ConfigSource` codes, as DescribeConfigs (v1+) and CreateTopics (v5+) report
-/// where a config's value comes from. Clients map them to names, and some (kafka-python's
-/// admin client) refuse a response with a code they do not know, such as the field's
-/// default of -1.
-pub mod config_source {
-    /// `DYNAMIC_TOPIC_CONFIG`: set for this topic.
-    pub const TOPIC: i8 = 1;
-    /// `STATIC_BROKER_CONFIG`: the broker's configuration.
-    pub const STATIC_BROKER: i8 = 4;
-    /// `DEFAULT_CONFIG`: Kafka's built-in default.
-    pub const DEFAULT: i8 = 5;
-}
-
-/// Who sent a request, for responses, logs and the state API.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    /// The client's correlation id.
-    pub correlation_id: i32,
-    /// The client's `client.id`.
-    pub client_id: String,
-    /// The request's API version.
-    pub api_version: i16,
-    /// The peer address.
-    pub peer: SocketAddr,
-}
-
 /// What a handler gives back.
 pub enum Reply {
     /// Answer now.
@@ -60,12 +39,26 @@ pub enum Reply {
     Later(oneshot::Receiver<ResponseKind>),
     /// No response is sent (`acks=0`).
     Nothing,
+    /// Send the responses owed before this one, then close the connection, logging why.
+    /// Kafka's answer to a failed `acks=0` produce: the producer cannot be told of the
+    /// error, so the broker drops the connection and the producer refreshes its metadata.
+    Close(String),
 }
 
 impl Reply {
     /// An immediate response.
     pub fn now(response: ResponseKind) -> Reply {
         Reply::Now(Box::new(response))
+    }
+
+    /// A response a replica-manager callback sends: if the callback already ran (nothing
+    /// was parked) the response goes out now, otherwise when the delayed operation
+    /// completes.
+    pub fn from_callback(mut rx: oneshot::Receiver<ResponseKind>) -> Reply {
+        match rx.try_recv() {
+            Ok(response) => Reply::now(response),
+            Err(_) => Reply::Later(rx),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use replog::test_util::BatchBuilder;
 
 use super::{dispatch, Reply, RequestContext, SUPPORTED_APIS};
 use crate::config::{BrokerConfig, ClockMode};
@@ -30,32 +31,7 @@ fn name(s: &str) -> TopicName {
 
 /// One uncompressed v2 batch with a single record, CRC included.
 fn one_record_batch() -> Bytes {
-    let record = kafka_protocol::records::Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: kafka_protocol::records::TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    kafka_protocol::records::RecordBatchEncoder::encode(
-        &mut buf,
-        [&record],
-        &kafka_protocol::records::RecordEncodeOptions {
-            version: 2,
-            compression: kafka_protocol::records::Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    BatchBuilder::new(1).bytes()
 }
 
 fn requests(api: ApiKey, v: i16) -> Vec<RequestKind> {
@@ -238,6 +214,7 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                 let response = match dispatch(&rm, &ctx, request) {
                     Reply::Now(r) => *r,
                     Reply::Nothing => continue,
+                    Reply::Close(reason) => panic!("{api:?} v{version}: closed: {reason}"),
                     Reply::Later(mut rx) => {
                         rm.timer.advance_by(1_000);
                         rx.try_recv().unwrap_or_else(|_| {
@@ -327,11 +304,15 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
             })
             .collect();
         let retention = rm.config.retention_bytes.to_string();
+        let max_message = rm.config.message_max_bytes.to_string();
         assert_eq!(
             sources,
             vec![
                 ("min.insync.replicas", Some("1"), 1, false),
                 ("retention.bytes", Some(retention.as_str()), 4, false),
+                ("max.message.bytes", Some(max_message.as_str()), 4, false),
+                ("cleanup.policy", Some("delete"), 5, false),
+                ("message.timestamp.type", Some("CreateTime"), 5, true),
             ],
             "v{version}"
         );
@@ -359,9 +340,9 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
             vec![
                 ("min.insync.replicas", 1, false, 3),
                 ("retention.bytes", 4, false, 5),
-                ("cleanup.policy", 5, true, 7),
+                ("max.message.bytes", 4, false, 3),
+                ("cleanup.policy", 5, false, 7),
                 ("message.timestamp.type", 5, true, 2),
-                ("max.message.bytes", 4, true, 3),
             ]
         );
     }
