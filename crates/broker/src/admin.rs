@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use anyhow::Context;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -44,7 +45,13 @@ pub struct AdminState {
 
 /// Binds the admin listener and serves it in the background. Returns the bound address.
 pub async fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind(listen).await?;
+    let listener = TcpListener::bind(listen).await.with_context(|| {
+        format!(
+            "cannot start the admin HTTP listener on {listen}; choose another address with \
+             --admin-listen HOST:PORT (`admin.listeners` in the config file), or turn it off \
+             with --no-admin"
+        )
+    })?;
     let addr = listener.local_addr()?;
     let app = router(state);
     tokio::spawn(async move {

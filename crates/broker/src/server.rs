@@ -23,9 +23,13 @@ impl Broker {
     /// Binds the listener and starts serving. Must be called inside a tokio runtime.
     pub async fn start(config: BrokerConfig) -> anyhow::Result<Broker> {
         config.validate()?;
-        let listener = TcpListener::bind(&config.listen)
-            .await
-            .with_context(|| format!("binding the Kafka listener to {}", config.listen))?;
+        let listener = TcpListener::bind(&config.listen).await.with_context(|| {
+            format!(
+                "cannot start the Kafka listener on {}; choose another address with \
+                 --listen HOST:PORT (`listeners` in the config file)",
+                config.listen
+            )
+        })?;
         let local_addr = listener.local_addr()?;
         let rm = ReplicaManager::new(config);
         rm.set_bound_port(local_addr.port());

@@ -365,3 +365,6 @@ fn schedule_isr_check(rm: Weak<ReplicaManager>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests;
