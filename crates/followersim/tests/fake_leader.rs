@@ -2,8 +2,12 @@
 //!
 //! The fake leader speaks just enough Kafka (ApiVersions, Metadata, Fetch, ListOffsets) to
 //! check the follower's side of replication over a real TCP connection: it records every
-//! Fetch it receives (replica id, version, fetch offsets) and can misbehave on request
-//! (corrupt a batch, cut a response mid-batch, move its log start, lose its data).
+//! Fetch it receives (replica id, version, fetch offsets, when it arrived and when it was
+//! answered), counts Metadata requests, and can misbehave on request (corrupt a batch, cut
+//! a response mid-batch, move its log start, lose its data).
+//!
+//! Timing: tests wait for events the leader records, with a generous deadline that can
+//! only make a test fail.
 
 use anyhow::{bail, Result};
 use bytes::{Bytes, BytesMut};
@@ -89,12 +93,16 @@ struct SeenFetch {
     max_bytes: i32,
     /// (topic, partition, fetch offset)
     offsets: Vec<(String, i32, i64)>,
+    /// When the leader fixed the response's content (it is sent right after).
+    answered: Option<Instant>,
 }
 
 #[derive(Default)]
 struct LeaderState {
     topics: BTreeMap<String, BTreeMap<i32, FakePartition>>,
     fetches: Vec<SeenFetch>,
+    /// Metadata requests served, from any connection.
+    metadata_requests: usize,
     connections: usize,
     open_connections: usize,
     /// Corrupt the records of the next N non-empty partition responses.
@@ -179,6 +187,16 @@ impl FakeLeader {
         self.state.lock().fetches.clone()
     }
 
+    /// Fetches answered so far (a long-polled one counts once its answer is decided).
+    fn answered_fetches(&self) -> usize {
+        let st = self.state.lock();
+        st.fetches.iter().filter(|x| x.answered.is_some()).count()
+    }
+
+    fn metadata_requests(&self) -> usize {
+        self.state.lock().metadata_requests
+    }
+
     async fn handle(&self, stream: tokio::net::TcpStream) -> Result<()> {
         let mut conn = KafkaConnection::from_stream(stream)?;
         while let Some(mut frame) = conn.recv_frame().await? {
@@ -206,6 +224,7 @@ impl FakeLeader {
                 3 => {
                     let _req = MetadataRequest::decode(&mut frame, v)?;
                     let resp = self.metadata();
+                    self.state.lock().metadata_requests += 1;
                     ResponseHeader::default()
                         .with_correlation_id(header.correlation_id)
                         .encode(&mut out, MetadataResponse::header_version(v))?;
@@ -270,8 +289,9 @@ impl FakeLeader {
 
     /// Answers a Fetch, long-polling (up to max_wait) while there is no data.
     async fn fetch(&self, req: &FetchRequest, version: i16) -> FetchResponse {
-        let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-        {
+        let received = Instant::now();
+        let deadline = received + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+        let index = {
             let offsets = req
                 .topics
                 .iter()
@@ -281,16 +301,20 @@ impl FakeLeader {
                         .map(move |p| (t.topic.0.to_string(), p.partition, p.fetch_offset))
                 })
                 .collect();
-            self.state.lock().fetches.push(SeenFetch {
+            let mut st = self.state.lock();
+            st.fetches.push(SeenFetch {
                 replica_id: req.replica_id.0,
                 version,
                 max_bytes: req.max_bytes,
                 offsets,
+                answered: None,
             });
-        }
+            st.fetches.len() - 1
+        };
         loop {
             let (resp, has_data) = self.fetch_now(req);
             if has_data || Instant::now() >= deadline {
+                self.state.lock().fetches[index].answered = Some(Instant::now());
                 return resp;
             }
             sleep(Duration::from_millis(5)).await;
@@ -504,12 +528,27 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
 
     f.pause();
     assert_eq!(f.status().state, FollowerState::Paused);
-    sleep(Duration::from_millis(150)).await; // let an in-flight fetch finish
-    let before = leader.fetches().len();
+    // `#[tokio::test]` runs the test and the follower on one thread, so the follower has
+    // not run since `pause()`: every Fetch it may send from here on is counted in `sent`.
+    // One may be in flight; it is finished, so wait until the leader has answered it
+    // before appending (otherwise it would rightly carry the new data).
+    let sent = f.status().fetches_sent as usize;
+    wait_until(
+        "the leader answered the Fetches sent before the pause",
+        || leader.answered_fetches() >= sent,
+    )
+    .await;
     leader.append("demo", 0, 2);
-    sleep(Duration::from_millis(300)).await;
-    assert_eq!(leader.fetches().len(), before, "no fetch while paused");
-    assert_eq!(leo(&f, "demo", 0), Some(0));
+    // A paused follower still re-reads Metadata (every 50 ms here). A running one sends a
+    // Fetch between any two Metadata requests, so seeing three Metadata requests and no
+    // Fetch shows it alive and not fetching, whatever the machine's speed.
+    let metadata = leader.metadata_requests();
+    wait_until("three Metadata refreshes while paused", || {
+        leader.metadata_requests() >= metadata + 3
+    })
+    .await;
+    assert_eq!(leader.fetches().len(), sent, "no fetch while paused");
+    assert_eq!(leo(&f, "demo", 0), Some(0), "no data while paused");
     assert_eq!(leader.state.lock().open_connections, 1, "connection kept");
     assert_eq!(leader.state.lock().connections, 1);
     // While paused it still watches Metadata, so it notices being dropped from the ISR.
@@ -518,7 +557,7 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
         !f.status().partitions[0].in_isr_seen
     })
     .await;
-    assert_eq!(leader.fetches().len(), before);
+    assert_eq!(leader.fetches().len(), sent, "still no fetch");
 
     f.resume();
     wait_until("caught up after resume", || leo(&f, "demo", 0) == Some(2)).await;
