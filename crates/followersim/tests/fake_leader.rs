@@ -7,7 +7,8 @@
 //! a response mid-batch, move its log start, lose its data).
 //!
 //! Timing: tests wait for events the leader records, with a generous deadline that can
-//! only make a test fail.
+//! only make a test fail. Where time matters, they assert lower bounds only (a tokio sleep
+//! never ends early), never "about N per second".
 
 use anyhow::{bail, Result};
 use bytes::{Bytes, BytesMut};
@@ -93,6 +94,8 @@ struct SeenFetch {
     max_bytes: i32,
     /// (topic, partition, fetch offset)
     offsets: Vec<(String, i32, i64)>,
+    /// When the leader read the request.
+    received: Instant,
     /// When the leader fixed the response's content (it is sent right after).
     answered: Option<Instant>,
 }
@@ -307,6 +310,7 @@ impl FakeLeader {
                 version,
                 max_bytes: req.max_bytes,
                 offsets,
+                received,
                 answered: None,
             });
             st.fetches.len() - 1
@@ -743,21 +747,31 @@ async fn knobs_change_what_it_sends() {
     })
     .await;
 
-    // Slow follower: about one fetch per 200 ms.
+    // Slow follower: each Fetch leaves at least 200 ms after the answer to the one before.
+    // The follower has not run since the knob changed (one thread), so Fetch number `sent`
+    // (0-based) is the first one sent under the new delay, and the one before it has been
+    // or will be answered first. Only the lower bound is asserted: a sleep never ends
+    // early, while a busy machine may make any gap longer.
     f.set_fetch_delay_ms(200);
-    sleep(Duration::from_millis(250)).await;
-    let n = leader.fetches().len();
-    sleep(Duration::from_millis(1000)).await;
-    let m = leader.fetches().len() - n;
-    assert!(
-        (3..=7).contains(&m),
-        "{m} fetches in 1 s with a 200 ms delay"
-    );
+    let sent = f.status().fetches_sent as usize;
+    wait_until("three Fetches under the delay", || {
+        leader.fetches().len() >= sent + 3
+    })
+    .await;
+    let fetches = leader.fetches();
+    for pair in fetches[sent - 1..sent + 3].windows(2) {
+        let answered = pair[0].answered.expect("answered before the next Fetch");
+        let gap = pair[1].received - answered;
+        assert!(
+            gap >= Duration::from_millis(200),
+            "a Fetch sent {gap:?} after the previous answer, with a 200 ms delay"
+        );
+    }
     f.set_fetch_delay_ms(0);
 
-    // Lag mode: data shows up in the follower's log only after lag_ms.
+    // Lag mode: data shows up in the follower's log, and the leader hears of it, only
+    // lag_ms after the response carrying it arrived (which is after `start`).
     f.set_lag_ms(400);
-    sleep(Duration::from_millis(250)).await;
     let start = Instant::now();
     leader.append("demo", 0, 1);
     wait_until("lagging replica catches up", || {
@@ -766,8 +780,24 @@ async fn knobs_change_what_it_sends() {
     .await;
     let took = start.elapsed();
     assert!(
-        took >= Duration::from_millis(390),
+        took >= Duration::from_millis(400),
         "appended after {took:?}"
+    );
+    let told = || {
+        leader
+            .fetches()
+            .iter()
+            .find(|x| x.offsets.contains(&("demo".into(), 0, 1)))
+            .map(|x| x.received)
+    };
+    wait_until("the leader is told the new log end offset", || {
+        told().is_some()
+    })
+    .await;
+    let told = told().expect("told") - start;
+    assert!(
+        told >= Duration::from_millis(400),
+        "the leader saw offset 1 after {told:?}"
     );
     let s = f.status();
     assert_eq!((s.fetch_delay_ms, s.lag_ms, s.max_bytes), (0, 400, 4096));
