@@ -62,3 +62,11 @@ produce() {
     for x in "$@"; do args+=(-X "$x"); done
     echo "$msg" | kcat -b "$BOOTSTRAP" -P -t "$topic" -X linger.ms=0 "${args[@]}" -v 2>&1
 }
+
+# delivery_error KCAT_OUTPUT: the error in kcat's delivery report of the (one) message, as
+# librdkafka names it, or nothing if it was delivered. An error code the broker sent reads
+# "Broker: <name>" (e.g. "Broker: Request timed out" for REQUEST_TIMED_OUT); one librdkafka
+# decided itself reads "Local: <name>" (e.g. "Local: Message timed out").
+delivery_error() {
+    printf '%s\n' "$1" | sed -n 's/^% Delivery failed for message: //p;T;q'
+}
