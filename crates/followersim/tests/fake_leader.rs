@@ -28,6 +28,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use parking_lot::Mutex;
+use replog::test_util::BatchBuilder;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,28 +38,11 @@ use tokio::time::{sleep, Instant};
 // ---------------------------------------------------------------------------------------
 // Record batches
 
-/// A valid v2 batch of `records` opaque records at `base_offset`.
+/// A valid v2 batch of `records` records at `base_offset`, as a leader stores it.
 fn batch(base_offset: i64, records: i32) -> Vec<u8> {
-    let body = vec![0x5a_u8; 8 * records as usize];
-    let batch_length = (49 + body.len()) as i32;
-    let mut b = Vec::new();
-    b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(&batch_length.to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&(records - 1).to_be_bytes());
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes());
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&records.to_be_bytes());
-    b.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    BatchBuilder::new(records as usize)
+        .base_offset(base_offset, 0)
+        .build()
 }
 
 // ---------------------------------------------------------------------------------------
