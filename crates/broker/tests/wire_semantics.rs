@@ -4,21 +4,16 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::{
     batch, broker_with_topic, create, long_poll, name, partition_result, produce, wait_until,
     ManualFollower, TestBroker,
 };
 use followersim::wire::KafkaConnection;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, ProduceRequest,
-    ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
-use replog::test_util::BatchBuilder;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_produce_holds_back_later_responses_on_its_connection() {
