@@ -15,8 +15,6 @@
 use std::path::Path;
 
 use anyhow::{bail, Context};
-
-use crate::topics::{ConfigEntry, ConfigSource, ConfigType};
 use serde::{Deserialize, Serialize};
 
 /// Which clock drives the timing wheel.
@@ -212,43 +210,6 @@ impl BrokerConfig {
             }
             _ => "127.0.0.1".to_string(),
         }
-    }
-
-    /// Every setting under its Kafka name, as DescribeConfigs reports a broker's
-    /// configuration (`admin.token` is marked sensitive and its value withheld).
-    pub fn describe(&self) -> Vec<ConfigEntry> {
-        let Ok(serde_json::Value::Object(settings)) = serde_json::to_value(self) else {
-            return Vec::new();
-        };
-        settings
-            .into_iter()
-            .map(|(name, value)| {
-                let config_type = match &value {
-                    _ if name == "admin.token" => ConfigType::Password,
-                    serde_json::Value::Bool(_) => ConfigType::Boolean,
-                    serde_json::Value::Number(n)
-                        if n.as_i64().is_some_and(|n| i32::try_from(n).is_ok()) =>
-                    {
-                        ConfigType::Int
-                    }
-                    serde_json::Value::Number(_) => ConfigType::Long,
-                    _ => ConfigType::String,
-                };
-                let value = match value {
-                    serde_json::Value::String(s) => s,
-                    serde_json::Value::Null => String::new(),
-                    other => other.to_string(),
-                };
-                ConfigEntry {
-                    name,
-                    value,
-                    source: ConfigSource::StaticBroker,
-                    config_type,
-                    read_only: true,
-                    doc: "",
-                }
-            })
-            .collect()
     }
 
     /// Replica ids of every broker in the simulated cluster: the leader, then followers.

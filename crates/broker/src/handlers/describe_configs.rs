@@ -5,7 +5,7 @@
 //!
 //! A topic's configs come from the topic config table ([`crate::topics::config`]); the
 //! broker's are its configuration file's settings, under the same Kafka names
-//! ([`crate::config::BrokerConfig::describe`]).
+//! ([`describe_broker`]).
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::replica_manager::ReplicaManager;
+use crate::topics::config::describe_broker;
 use crate::topics::{ConfigEntry, ConfigType};
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -44,7 +45,7 @@ pub fn handle(
                             .with_error_message(Some(sb("unknown topic")))
                     }
                 },
-                RESOURCE_BROKER => rm.config.describe(),
+                RESOURCE_BROKER => describe_broker(&rm.config),
                 other => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())
