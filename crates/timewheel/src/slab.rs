@@ -10,24 +10,40 @@
 //! [`Item`](crate::list::Item)) names a slot *and* a generation, so once the timer is gone
 //! (fired or cancelled, the slot perhaps reused) the key is stale and refused.
 //!
-//! **Generations are never reused.** A slot whose generation has reached `u32::MAX` is
-//! *retired* when its timer goes: it never joins the free list again. So a (slot,
-//! generation) pair names at most one timer for the life of the slab, and a stale key or a
-//! tombstone can never be taken for a later timer, however many timers pass through the
-//! slot. The cost is one slot (12 to 32 bytes) per 2^32 timers through it.
+//! **Generations are never reused.** A slot's generation is bumped when its timer goes;
+//! a slot whose last occupant had generation [`LAST_GENERATION`] is *retired* instead: it
+//! never joins the free list again. So a (slot, generation) pair names at most one timer
+//! for the life of the slab, and a stale key or a tombstone can never be taken for a later
+//! timer, however many timers pass through the slot. The cost is one slot (12 to 32 bytes)
+//! per 2^32 - 1 timers through it.
+//!
+//! A vacant slot therefore always holds a generation no key or item carries (its next
+//! occupant's, or [`RETIRED`]), so "is this item current?" is one comparison of
+//! generations. Compactions and flushes ask it of every item, mostly tombstones, and read
+//! the answer from `generations`, a dense copy of the slots' generations (4 bytes a slot,
+//! which stays in the cache far better than the slots themselves).
 //!
 //! There is no `unsafe` here: every access is a checked index, and the fields are private,
 //! so nothing outside this file can break the invariants:
 //! * an occupied slot has `value: Some(_)` and `link` names its list;
-//! * a vacant slot has `value: None`; if it is on the free list, its `link` is the next
+//! * a *taken* slot (between [`Slab::take`] and [`Slab::release`]) has `value: None` and
+//!   keeps its generation and list;
+//! * a released slot has `value: None`; if it is on the free list, its `link` is the next
 //!   free slot and its generation is the one its next occupant gets (bumped on release);
-//!   if it is retired, it is on no list and its generation is `u32::MAX`;
+//!   if it is retired, it is on no list and its generation is [`RETIRED`];
+//! * `generations[i] == slots[i].generation` for every slot;
 //! * `len` is the number of occupied slots.
 
 use crate::list::ListId;
 
 /// "No slot": the end of the free list.
 const NIL: u32 = u32::MAX;
+
+/// The last generation a slot gives out.
+const LAST_GENERATION: u32 = u32::MAX - 1;
+
+/// The generation of a retired slot: never given out.
+const RETIRED: u32 = u32::MAX;
 
 /// Names one timer in a [`TimingWheel`](crate::TimingWheel): the wheel, the slot and the
 /// slot's generation when the timer was inserted.
@@ -54,6 +70,8 @@ struct Slot<T> {
 /// A growable array of slots with a free list.
 pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
+    /// A dense copy of every slot's generation (see the module docs).
+    generations: Vec<u32>,
     /// First free slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
     len: usize,
@@ -64,22 +82,42 @@ pub(crate) struct Slab<T> {
 impl<T> Slab<T> {
     /// An empty slab with room for `capacity` timers before it reallocates.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Slab {
+        let slab = Slab {
             slots: Vec::with_capacity(capacity),
+            generations: Vec::with_capacity(capacity),
             free_head: NIL,
             len: 0,
             retired: 0,
-        }
+        };
+        slab.advise_huge_pages();
+        slab
     }
 
     /// Make room for `additional` more timers.
     pub(crate) fn reserve(&mut self, additional: usize) {
         self.slots.reserve(additional);
+        self.generations.reserve(additional);
+        self.advise_huge_pages();
     }
 
-    /// Bytes per slot.
+    /// Grow by half at least (amortised O(1) per insert), advising huge pages.
+    #[cold]
+    fn grow(&mut self) {
+        let more = (self.slots.capacity() / 2).max(64);
+        self.reserve(more);
+    }
+
+    /// Ask the kernel to back the slot arrays with huge pages: a cancel reads a slot at
+    /// random, and with millions of timers 4 KiB pages make most of those reads a TLB
+    /// miss (a page walk) on top of the cache miss.
+    fn advise_huge_pages(&self) {
+        advise_huge_pages(&self.slots);
+        advise_huge_pages(&self.generations);
+    }
+
+    /// Bytes per slot, its copy of the generation included.
     pub(crate) fn bytes_per_slot() -> usize {
-        std::mem::size_of::<Slot<T>>()
+        std::mem::size_of::<Slot<T>>() + std::mem::size_of::<u32>()
     }
 
     /// Number of occupied slots.
@@ -111,11 +149,15 @@ impl<T> Slab<T> {
             .ok()
             .filter(|&i| i != NIL)
             .expect("a timing wheel holds at most u32::MAX - 1 timers");
+        if self.slots.len() == self.slots.capacity() {
+            self.grow();
+        }
         self.slots.push(Slot {
             generation: 0,
             link: list.to_bits(),
             value: Some(value),
         });
+        self.generations.push(0);
         (index, 0)
     }
 
@@ -126,10 +168,11 @@ impl<T> Slab<T> {
         (slot.generation == generation && slot.value.is_some()).then_some(slot)
     }
 
-    /// True if slot `index` holds the timer of generation `generation`.
+    /// True if slot `index` holds the timer of generation `generation` (which must be a
+    /// generation the slab gave out). Reads the dense copy, not the slot.
     #[inline]
     pub(crate) fn is_current(&self, index: u32, generation: u32) -> bool {
-        self.current(index, generation).is_some()
+        self.generations.get(index as usize) == Some(&generation)
     }
 
     /// The list the timer (`index`, `generation`) is in, if it is still there.
@@ -152,30 +195,44 @@ impl<T> Slab<T> {
     /// its item is in (that item is a tombstone from now on). The slot is released.
     #[inline]
     pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<(T, ListId)> {
+        let value = self.take(index, generation)?;
+        Some((value, self.release(index)))
+    }
+
+    /// The first half of [`remove`](Slab::remove): take the value out of the timer
+    /// (`index`, `generation`) if it is current. The key is stale at once, but the slot
+    /// keeps its generation and list (its item still counts as live in that list, and
+    /// `is_current` still says so) until the owner [`release`](Slab::release)s it.
+    #[inline]
+    pub(crate) fn take(&mut self, index: u32, generation: u32) -> Option<T> {
         let slot = self.slots.get_mut(index as usize)?;
         if slot.generation != generation {
             return None;
         }
         let value = slot.value.take()?;
-        let list = ListId::from_bits(slot.link);
-        self.release(index);
-        Some((value, list))
+        self.len -= 1;
+        Some(value)
     }
 
-    /// Put a slot whose value was just taken back on the free list with the next
-    /// generation, or retire it if its generations are used up.
+    /// The second half of [`remove`](Slab::remove): put a slot whose value was taken back
+    /// on the free list with the next generation (or retire it if its generations are used
+    /// up), and return the list its item is in (a tombstone from now on).
     #[inline]
-    fn release(&mut self, index: u32) {
-        self.len -= 1;
+    pub(crate) fn release(&mut self, index: u32) -> ListId {
         let slot = &mut self.slots[index as usize];
-        if slot.generation == u32::MAX {
+        debug_assert!(slot.value.is_none(), "only a taken slot is released");
+        let list = ListId::from_bits(slot.link);
+        if slot.generation == LAST_GENERATION {
             self.retired += 1;
+            slot.generation = RETIRED;
             slot.link = NIL;
-            return;
+        } else {
+            slot.generation += 1;
+            slot.link = self.free_head;
+            self.free_head = index;
         }
-        slot.generation += 1;
-        slot.link = self.free_head;
-        self.free_head = index;
+        self.generations[index as usize] = slot.generation;
+        list
     }
 
     /// Number of retired slots.
@@ -190,8 +247,35 @@ impl<T> Slab<T> {
     pub(crate) fn set_generation(&mut self, index: u32, generation: u32) {
         let slot = &mut self.slots[index as usize];
         assert!(slot.value.is_none(), "only a free slot");
+        assert!(generation <= LAST_GENERATION);
         slot.generation = generation;
+        self.generations[index as usize] = generation;
     }
+}
+
+/// `madvise(MADV_HUGEPAGE)` on the whole 2 MiB pages inside a large vector's buffer.
+fn advise_huge_pages<T>(entries: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = entries.capacity() * std::mem::size_of::<T>();
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = entries.as_ptr() as usize;
+        let end = start + bytes;
+        let first = (start + HUGE - 1) & !(HUGE - 1);
+        if first < end {
+            // SAFETY: the range lies inside this vector's own allocation and starts on a
+            // page boundary; MADV_HUGEPAGE changes neither the contents nor the validity of
+            // the memory, only how the kernel backs it. Errors are ignored: it is advice.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = entries;
 }
 
 #[cfg(test)]
@@ -221,13 +305,13 @@ mod tests {
         let mut slab = Slab::with_capacity(2);
         let first = slab.insert(0u32, ListId::DUE);
         slab.remove(first.0, first.1);
-        // As if 2^32 - 2 more timers had passed through the slot.
-        slab.set_generation(first.0, u32::MAX - 1);
+        // As if 2^32 - 3 more timers had passed through the slot.
+        slab.set_generation(first.0, LAST_GENERATION - 1);
         let next_to_last = slab.insert(1, ListId::DUE);
-        assert_eq!(next_to_last, (first.0, u32::MAX - 1));
+        assert_eq!(next_to_last, (first.0, LAST_GENERATION - 1));
         slab.remove(next_to_last.0, next_to_last.1);
         let last = slab.insert(2, ListId::DUE);
-        assert_eq!(last, (first.0, u32::MAX));
+        assert_eq!(last, (first.0, LAST_GENERATION));
         assert_eq!(slab.remove(last.0, last.1), Some((2, ListId::DUE)));
         assert_eq!(slab.retired(), 1);
         // The generation does not wrap to 0: the slot is never handed out again, so the
@@ -237,5 +321,7 @@ mod tests {
         assert_eq!(slab.remove(first.0, first.1), None);
         assert_eq!(slab.remove(last.0, last.1), None);
         assert!(!slab.is_current(first.0, 0));
+        assert!(!slab.is_current(last.0, last.1));
+        assert!(slab.is_current(after.0, after.1));
     }
 }

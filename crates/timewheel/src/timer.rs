@@ -397,7 +397,7 @@ impl Timer {
     /// non-empty buckets and recent flushes. Never walks the timers.
     pub fn snapshot(&self) -> WheelSnapshot {
         let shared = self.shared();
-        let state = shared.state.lock();
+        let mut state = shared.state.lock();
         state.wheel.snapshot(shared.clock.now_ms())
     }
 

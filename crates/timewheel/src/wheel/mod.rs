@@ -92,7 +92,10 @@ use crate::slab::{Key, Slab};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelPosition, WheelSnapshot};
 
 use cascade::{Cascade, CascadeStats};
-use level::{place_in, Bucket, Level, Placement};
+use level::{place_in, Bucket, Level, Placement, Span};
+
+/// Cancels are settled (slots released, tombstones counted) this many at a time.
+const SETTLE_BATCH: usize = 128;
 
 /// Deadlines are clamped to this (about 146 million years of milliseconds) so that no
 /// arithmetic on them can overflow. A timer clamped here effectively never fires.
@@ -154,6 +157,13 @@ pub struct TimingWheel<T> {
     cascading: Vec<Cascade>,
     /// Counters and recent flushes, for snapshots.
     stats: CascadeStats,
+    /// Cancelled timers whose slots wait to be released and their tombstones counted
+    /// (see "Cancel: tombstones").
+    unsettled: Vec<u32>,
+    /// The last placement and the expirations it holds for, until the time moves: timers
+    /// with the same timeout scheduled close together land in the same bucket, and skip
+    /// the level search and the divisions.
+    last: Span,
 }
 
 /// The list with id `id`. A free function so that the slab can be borrowed alongside.
@@ -195,6 +205,8 @@ impl<T> TimingWheel<T> {
             now,
             cascading: Vec::new(),
             stats: CascadeStats::default(),
+            last: Span::EMPTY,
+            unsettled: Vec::with_capacity(SETTLE_BATCH),
         };
         wheel.add_level(tick_ms);
         wheel
@@ -259,7 +271,8 @@ impl<T> TimingWheel<T> {
     /// or a cascade is in progress, else the earliest non-empty bucket's expiration; `None`
     /// if nothing is pending. That is the instant a driver should sleep until (it may be a
     /// coarse bucket whose flush only moves entries down). O(1).
-    pub fn next_expiration(&self) -> Option<u64> {
+    pub fn next_expiration(&mut self) -> Option<u64> {
+        self.settle();
         if !self.due.is_empty() || !self.cascading.is_empty() {
             Some(self.now)
         } else {
@@ -310,11 +323,25 @@ impl<T> TimingWheel<T> {
         if key.wheel != self.id {
             return None;
         }
-        let (value, id) = self.slab.remove(key.index, key.generation)?;
-        if list_mut(&mut self.due, &mut self.buckets, id).bury() {
-            self.emptied(id);
+        let value = self.slab.take(key.index, key.generation)?;
+        self.unsettled.push(key.index);
+        if self.unsettled.len() == SETTLE_BATCH {
+            self.settle();
         }
         Some(value)
+    }
+
+    /// Release the slots of the cancelled timers waiting for it and count their
+    /// tombstones (which may empty lists and buckets).
+    #[inline(never)]
+    fn settle(&mut self) {
+        for at in 0..self.unsettled.len() {
+            let id = self.slab.release(self.unsettled[at]);
+            if list_mut(&mut self.due, &mut self.buckets, id).bury() {
+                self.emptied(id);
+            }
+        }
+        self.unsettled.clear();
     }
 
     /// List `id` has no live entry left: empty it, and if its bucket is now empty, take
@@ -393,6 +420,7 @@ impl<T> TimingWheel<T> {
     /// bucket's expiration, then to `now_ms`. Moving backwards is ignored (only the due list
     /// is drained).
     pub fn advance_to(&mut self, now_ms: u64, out: &mut Vec<Expired<T>>) -> usize {
+        self.settle();
         let now = now_ms.min(MAX_DEADLINE_MS);
         let start = out.len();
         loop {
@@ -428,6 +456,7 @@ impl<T> TimingWheel<T> {
 
     /// Remove every pending timer, returning the values (for shutdown). The clock stays.
     pub fn drain(&mut self) -> Vec<T> {
+        self.settle();
         let mut out = Vec::with_capacity(self.len());
         let mut lists = vec![self.due.take()];
         for bucket in &mut self.buckets {
@@ -446,7 +475,8 @@ impl<T> TimingWheel<T> {
 
     /// A picture of the levels, the non-empty buckets and the recent flushes, counting
     /// live timers only. O(levels + B log B): it never walks the timers.
-    pub fn snapshot(&self, now_ms: u64) -> WheelSnapshot {
+    pub fn snapshot(&mut self, now_ms: u64) -> WheelSnapshot {
+        self.settle();
         let levels = self
             .levels
             .iter()
@@ -520,6 +550,9 @@ impl<T> TimingWheel<T> {
         } else {
             deadline.div_ceil(self.tick_ms) * self.tick_ms
         };
+        if self.last.contains(expiration) {
+            return self.last.placement;
+        }
         let mut level = 0;
         while !self.levels[level].covers(expiration) {
             level += 1;
@@ -527,7 +560,8 @@ impl<T> TimingWheel<T> {
                 self.add_level(self.levels[level - 1].interval);
             }
         }
-        place_in(level, &self.levels, self.wheel_size, expiration)
+        self.last = place_in(level, &self.levels, self.wheel_size, expiration);
+        self.last.placement
     }
 
     /// Append an item to list `id` (compacting the list first if it is full of tombstones).
@@ -574,6 +608,7 @@ impl<T> TimingWheel<T> {
             return;
         }
         self.now = now;
+        self.last = Span::EMPTY;
         if now >= self.levels[0].current + self.tick_ms {
             for level in &mut self.levels {
                 level.set_time(now);
@@ -593,6 +628,7 @@ impl<T> TimingWheel<T> {
     /// Test hook: give the free slot `index` the generation `generation`.
     #[cfg(test)]
     fn set_generation(&mut self, index: u32, generation: u32) {
+        self.settle();
         self.slab.set_generation(index, generation);
     }
 }
