@@ -17,11 +17,9 @@
 //! timer, however many timers pass through the slot. The cost is one slot (12 to 32 bytes)
 //! per 2^32 - 1 timers through it.
 //!
-//! A vacant slot therefore always holds a generation no key or item carries (its next
+//! A released slot therefore always holds a generation no key or item carries (its next
 //! occupant's, or [`RETIRED`]), so "is this item current?" is one comparison of
-//! generations. Compactions and flushes ask it of every item, mostly tombstones, and read
-//! the answer from `generations`, a dense copy of the slots' generations (4 bytes a slot,
-//! which stays in the cache far better than the slots themselves).
+//! generations.
 //!
 //! There is no `unsafe` here: every access is a checked index, and the fields are private,
 //! so nothing outside this file can break the invariants:
@@ -31,7 +29,6 @@
 //! * a released slot has `value: None`; if it is on the free list, its `link` is the next
 //!   free slot and its generation is the one its next occupant gets (bumped on release);
 //!   if it is retired, it is on no list and its generation is [`RETIRED`];
-//! * `generations[i] == slots[i].generation` for every slot;
 //! * `len` is the number of occupied slots.
 
 use crate::list::ListId;
@@ -70,8 +67,6 @@ struct Slot<T> {
 /// A growable array of slots with a free list.
 pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
-    /// A dense copy of every slot's generation (see the module docs).
-    generations: Vec<u32>,
     /// First free slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
     len: usize,
@@ -84,20 +79,18 @@ impl<T> Slab<T> {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         let slab = Slab {
             slots: Vec::with_capacity(capacity),
-            generations: Vec::with_capacity(capacity),
             free_head: NIL,
             len: 0,
             retired: 0,
         };
-        slab.advise_huge_pages();
+        advise_huge_pages(&slab.slots);
         slab
     }
 
     /// Make room for `additional` more timers.
     pub(crate) fn reserve(&mut self, additional: usize) {
         self.slots.reserve(additional);
-        self.generations.reserve(additional);
-        self.advise_huge_pages();
+        advise_huge_pages(&self.slots);
     }
 
     /// Grow by half at least (amortised O(1) per insert), advising huge pages.
@@ -107,17 +100,9 @@ impl<T> Slab<T> {
         self.reserve(more);
     }
 
-    /// Ask the kernel to back the slot arrays with huge pages: a cancel reads a slot at
-    /// random, and with millions of timers 4 KiB pages make most of those reads a TLB
-    /// miss (a page walk) on top of the cache miss.
-    fn advise_huge_pages(&self) {
-        advise_huge_pages(&self.slots);
-        advise_huge_pages(&self.generations);
-    }
-
-    /// Bytes per slot, its copy of the generation included.
+    /// Bytes per slot.
     pub(crate) fn bytes_per_slot() -> usize {
-        std::mem::size_of::<Slot<T>>() + std::mem::size_of::<u32>()
+        std::mem::size_of::<Slot<T>>()
     }
 
     /// Number of occupied slots.
@@ -157,7 +142,6 @@ impl<T> Slab<T> {
             link: list.to_bits(),
             value: Some(value),
         });
-        self.generations.push(0);
         (index, 0)
     }
 
@@ -168,11 +152,13 @@ impl<T> Slab<T> {
         (slot.generation == generation && slot.value.is_some()).then_some(slot)
     }
 
-    /// True if slot `index` holds the timer of generation `generation` (which must be a
-    /// generation the slab gave out). Reads the dense copy, not the slot.
+    /// True if slot `index` holds the timer of generation `generation` (a taken slot still
+    /// does, until it is released).
     #[inline]
     pub(crate) fn is_current(&self, index: u32, generation: u32) -> bool {
-        self.generations.get(index as usize) == Some(&generation)
+        self.slots
+            .get(index as usize)
+            .is_some_and(|slot| slot.generation == generation)
     }
 
     /// The list the timer (`index`, `generation`) is in, if it is still there.
@@ -231,7 +217,6 @@ impl<T> Slab<T> {
             slot.link = self.free_head;
             self.free_head = index;
         }
-        self.generations[index as usize] = slot.generation;
         list
     }
 
@@ -249,11 +234,12 @@ impl<T> Slab<T> {
         assert!(slot.value.is_none(), "only a free slot");
         assert!(generation <= LAST_GENERATION);
         slot.generation = generation;
-        self.generations[index as usize] = generation;
     }
 }
 
-/// `madvise(MADV_HUGEPAGE)` on the whole 2 MiB pages inside a large vector's buffer.
+/// Ask the kernel to back a large vector's buffer with huge pages (`madvise` on the whole
+/// 2 MiB pages inside it): a cancel reads a slot at random, and with millions of timers
+/// 4 KiB pages make most of those reads a TLB miss (a page walk) besides the cache miss.
 fn advise_huge_pages<T>(entries: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {

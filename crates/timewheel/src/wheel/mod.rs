@@ -92,7 +92,7 @@ use crate::slab::{Key, Slab};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelPosition, WheelSnapshot};
 
 use cascade::{Cascade, CascadeStats};
-use level::{place_in, Bucket, Level, Placement, Span};
+use level::{place_in, Bucket, Level, Placement};
 
 /// Cancels are settled (slots released, tombstones counted) this many at a time.
 const SETTLE_BATCH: usize = 128;
@@ -160,10 +160,6 @@ pub struct TimingWheel<T> {
     /// Cancelled timers whose slots wait to be released and their tombstones counted
     /// (see "Cancel: tombstones").
     unsettled: Vec<u32>,
-    /// The last placement and the expirations it holds for, until the time moves: timers
-    /// with the same timeout scheduled close together land in the same bucket, and skip
-    /// the level search and the divisions.
-    last: Span,
 }
 
 /// The list with id `id`. A free function so that the slab can be borrowed alongside.
@@ -205,7 +201,6 @@ impl<T> TimingWheel<T> {
             now,
             cascading: Vec::new(),
             stats: CascadeStats::default(),
-            last: Span::EMPTY,
             unsettled: Vec::with_capacity(SETTLE_BATCH),
         };
         wheel.add_level(tick_ms);
@@ -550,9 +545,6 @@ impl<T> TimingWheel<T> {
         } else {
             deadline.div_ceil(self.tick_ms) * self.tick_ms
         };
-        if self.last.contains(expiration) {
-            return self.last.placement;
-        }
         let mut level = 0;
         while !self.levels[level].covers(expiration) {
             level += 1;
@@ -560,8 +552,7 @@ impl<T> TimingWheel<T> {
                 self.add_level(self.levels[level - 1].interval);
             }
         }
-        self.last = place_in(level, &self.levels, self.wheel_size, expiration);
-        self.last.placement
+        place_in(level, &self.levels, self.wheel_size, expiration)
     }
 
     /// Append an item to list `id` (compacting the list first if it is full of tombstones).
@@ -608,7 +599,6 @@ impl<T> TimingWheel<T> {
             return;
         }
         self.now = now;
-        self.last = Span::EMPTY;
         if now >= self.levels[0].current + self.tick_ms {
             for level in &mut self.levels {
                 level.set_time(now);
