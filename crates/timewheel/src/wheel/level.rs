@@ -73,29 +73,65 @@ pub(super) struct Placement {
     pub(super) list: ListId,
 }
 
+/// A placement and every expiration that gets the same one while the wheel's time stands
+/// still: `first..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Span {
+    pub(super) first: u64,
+    pub(super) end: u64,
+    pub(super) placement: Placement,
+}
+
+impl Span {
+    /// Matches nothing.
+    pub(super) const EMPTY: Span = Span {
+        first: 1,
+        end: 0,
+        placement: Placement {
+            bucket: 0,
+            expiration: 0,
+            list: ListId::DUE,
+        },
+    };
+
+    #[inline]
+    pub(super) fn contains(&self, expiration: u64) -> bool {
+        self.first <= expiration && expiration < self.end
+    }
+}
+
 /// The bucket of `levels[level]` for `expiration`, which that level is the finest to
-/// cover. `below` is the level underneath (for the head/rest split), if any.
+/// cover, and the span of expirations that go to the same list.
 #[inline]
-pub(super) fn place_in(
-    level: usize,
-    levels: &[Level],
-    wheel_size: u64,
-    expiration: u64,
-) -> Placement {
+pub(super) fn place_in(level: usize, levels: &[Level], wheel_size: u64, expiration: u64) -> Span {
     let l = &levels[level];
     let virtual_bucket = expiration / l.tick;
     let bucket = level * wheel_size as usize + (virtual_bucket % wheel_size) as usize;
     let start = virtual_bucket * l.tick;
-    let list = match level.checked_sub(1) {
-        Some(below) if expiration < start.saturating_add(levels[below].tick) => {
-            ListId::head(bucket)
+    // The bucket's span, within what this level covers and no finer level does.
+    let mut first = start;
+    let mut end = start
+        .saturating_add(l.tick)
+        .min(l.current.saturating_add(l.interval));
+    let mut list = ListId::rest(bucket);
+    if let Some(below) = level.checked_sub(1).map(|b| &levels[b]) {
+        first = first.max(below.current.saturating_add(below.interval));
+        let head_end = start.saturating_add(below.tick);
+        if expiration < head_end {
+            list = ListId::head(bucket);
+            end = end.min(head_end);
+        } else {
+            first = first.max(head_end);
         }
-        _ => ListId::rest(bucket),
-    };
-    Placement {
-        bucket,
-        expiration: start,
-        list,
+    }
+    Span {
+        first,
+        end,
+        placement: Placement {
+            bucket,
+            expiration: start,
+            list,
+        },
     }
 }
 
@@ -113,25 +149,33 @@ mod tests {
         ];
         assert_eq!(levels[1].interval, 400);
         assert!(levels[0].covers(19) && !levels[0].covers(20));
+        let span = place_in(0, &levels, ws, 7);
         assert_eq!(
-            place_in(0, &levels, ws, 7),
+            span.placement,
             Placement {
                 bucket: 7,
                 expiration: 7,
                 list: ListId::rest(7)
             }
         );
+        assert_eq!((span.first, span.end), (7, 8));
         // 25 ms: level 1, slot 1 (20..40), not in its first millisecond: the rest.
+        let span = place_in(1, &levels, ws, 25);
         assert_eq!(
-            place_in(1, &levels, ws, 25),
+            span.placement,
             Placement {
                 bucket: 21,
                 expiration: 20,
                 list: ListId::rest(21)
             }
         );
+        assert_eq!((span.first, span.end), (21, 40));
         // 400 ms: level 2, slot 1, within its first 20 ms: the head.
-        assert_eq!(place_in(2, &levels, ws, 419).list, ListId::head(41));
-        assert_eq!(place_in(2, &levels, ws, 420).list, ListId::rest(41));
+        let head = place_in(2, &levels, ws, 419);
+        assert_eq!(head.placement.list, ListId::head(41));
+        assert_eq!((head.first, head.end), (400, 420));
+        let rest = place_in(2, &levels, ws, 420);
+        assert_eq!(rest.placement.list, ListId::rest(41));
+        assert_eq!((rest.first, rest.end), (420, 800));
     }
 }

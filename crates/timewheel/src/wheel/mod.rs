@@ -92,7 +92,7 @@ use crate::slab::{Key, Slab};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelPosition, WheelSnapshot};
 
 use cascade::{Cascade, CascadeStats};
-use level::{place_in, Bucket, Level, Placement};
+use level::{place_in, Bucket, Level, Placement, Span};
 
 /// Cancels are settled (slots released, tombstones counted) this many at a time.
 const SETTLE_BATCH: usize = 128;
@@ -157,6 +157,10 @@ pub struct TimingWheel<T> {
     cascading: Vec<Cascade>,
     /// Counters and recent flushes, for snapshots.
     stats: CascadeStats,
+    /// The last placement and the expirations it holds for, until the time moves: timers
+    /// with the same timeout scheduled close together land in the same bucket, and skip
+    /// the level search and the divisions.
+    last: Span,
     /// Cancelled timers whose slots wait to be released and their tombstones counted
     /// (see "Cancel: tombstones").
     unsettled: Vec<u32>,
@@ -201,6 +205,7 @@ impl<T> TimingWheel<T> {
             now,
             cascading: Vec::new(),
             stats: CascadeStats::default(),
+            last: Span::EMPTY,
             unsettled: Vec::with_capacity(SETTLE_BATCH),
         };
         wheel.add_level(tick_ms);
@@ -545,6 +550,9 @@ impl<T> TimingWheel<T> {
         } else {
             deadline.div_ceil(self.tick_ms) * self.tick_ms
         };
+        if self.last.contains(expiration) {
+            return self.last.placement;
+        }
         let mut level = 0;
         while !self.levels[level].covers(expiration) {
             level += 1;
@@ -552,7 +560,8 @@ impl<T> TimingWheel<T> {
                 self.add_level(self.levels[level - 1].interval);
             }
         }
-        place_in(level, &self.levels, self.wheel_size, expiration)
+        self.last = place_in(level, &self.levels, self.wheel_size, expiration);
+        self.last.placement
     }
 
     /// Append an item to list `id` (compacting the list first if it is full of tombstones).
@@ -599,6 +608,7 @@ impl<T> TimingWheel<T> {
             return;
         }
         self.now = now;
+        self.last = Span::EMPTY;
         if now >= self.levels[0].current + self.tick_ms {
             for level in &mut self.levels {
                 level.set_time(now);
