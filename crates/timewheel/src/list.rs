@@ -131,14 +131,22 @@ impl List {
         if self.dead >= COMPACT_MIN && 2 * self.dead >= self.items.len() {
             let before = self.items.len();
             self.items.retain(is_current);
-            debug_assert_eq!(before - self.items.len(), self.dead, "tombstones miscounted");
+            debug_assert_eq!(
+                before - self.items.len(),
+                self.dead,
+                "tombstones miscounted"
+            );
             self.dead = 0;
             return;
         }
         // Double a small buffer, grow a large one by a quarter: a list holding most of a
         // million timers should not carry as many again in spare capacity.
         let cap = self.items.capacity();
-        let more = if cap < LARGE_LIST { cap.max(8) } else { cap / 4 };
+        let more = if cap < LARGE_LIST {
+            cap.max(8)
+        } else {
+            cap / 4
+        };
         self.items.reserve_exact(more);
     }
 

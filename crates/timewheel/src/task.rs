@@ -82,7 +82,7 @@ impl Task {
             Task::in_place(f)
         } else {
             let boxed: Box<dyn FnOnce() + Send> = Box::new(f);
-            Task::in_place(move || boxed())
+            Task::in_place(boxed)
         }
     }
 
@@ -160,7 +160,11 @@ mod tests {
         small.run();
         large.run();
         assert_eq!(ran.load(Ordering::SeqCst), 8);
-        assert_eq!(drops.load(Ordering::SeqCst), 2, "captures dropped after running");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            2,
+            "captures dropped after running"
+        );
 
         // Dropped without running: captures dropped, nothing runs.
         let (t, r) = (Token(drops.clone()), ran.clone());

@@ -331,7 +331,10 @@ impl Timer {
     /// [`position`](Timer::position) of many handles under one lock.
     pub fn positions(&self, handles: &[TimerHandle]) -> Vec<Option<WheelPosition>> {
         let state = self.shared().state.lock();
-        handles.iter().map(|h| state.wheel.position(h.key)).collect()
+        handles
+            .iter()
+            .map(|h| state.wheel.position(h.key))
+            .collect()
     }
 
     /// Make room for `additional` more pending timers without reallocating.

@@ -416,7 +416,11 @@ fn snapshot_lists_keys_and_the_first_pending_operations() {
     assert_eq!(snap.pending[1].deadline_ms, 2_000);
     // Which wheel bucket holds each timeout: 1 000 ms and 2 000 ms are on level 2
     // (400 ms buckets) at time 0.
-    let at = |i: usize| snap.pending[i].bucket.map(|b| (b.level, b.slot, b.expiration_ms));
+    let at = |i: usize| {
+        snap.pending[i]
+            .bucket
+            .map(|b| (b.level, b.slot, b.expiration_ms))
+    };
     assert_eq!((at(0), at(1)), (Some((2, 2, 800)), Some((2, 5, 2_000))));
 
     let json = serde_json::to_value(&snap).unwrap();

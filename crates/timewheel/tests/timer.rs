@@ -318,9 +318,15 @@ fn system_timer_fires_each_timer_once_and_never_early() {
     let was_cancelled = timer.cancel(cancelled);
     let (later_tx, later_rx) = mpsc::channel();
     timer.schedule(25, move || later_tx.send(()).unwrap());
-    later_rx.recv_timeout(HANG_GUARD).expect("the later timer fired");
+    later_rx
+        .recv_timeout(HANG_GUARD)
+        .expect("the later timer fired");
     let expected = usize::from(!was_cancelled);
-    assert_eq!(ran.load(Ordering::SeqCst), expected, "a cancelled timer ran");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        expected,
+        "a cancelled timer ran"
+    );
     timer.shutdown();
 }
 
@@ -367,7 +373,11 @@ async fn system_timer_serves_many_tokio_tasks_at_once() {
                 let was_cancelled = timer.cancel(cancelled);
                 rx.await.expect("timer fired");
                 let expected = usize::from(!was_cancelled);
-                assert_eq!(ran.load(Ordering::SeqCst), expected, "a cancelled timer ran");
+                assert_eq!(
+                    ran.load(Ordering::SeqCst),
+                    expected,
+                    "a cancelled timer ran"
+                );
                 assert!(start.elapsed() >= Duration::from_millis(delay as u64 + 11));
                 fired += 1;
             }
@@ -386,7 +396,11 @@ async fn system_timer_serves_many_tokio_tasks_at_once() {
 fn a_frozen_system_timer_stops_steps_like_a_manual_one_and_resumes_without_a_jump() {
     let timer = Timer::system(TimerConfig::default());
     assert!(timer.is_system() && !timer.is_frozen() && !timer.is_manual());
-    assert_eq!(timer.advance_by(1_000), 0, "a running system timer is not stepped");
+    assert_eq!(
+        timer.advance_by(1_000),
+        0,
+        "a running system timer is not stepped"
+    );
     let log: Log = Default::default();
     assert!(timer.freeze());
     assert!(!timer.freeze(), "already frozen");
@@ -394,7 +408,11 @@ fn a_frozen_system_timer_stops_steps_like_a_manual_one_and_resumes_without_a_jum
     let frozen = timer.now_ms();
     let (_, first) = schedule_logged(&timer, &log, 0, 30);
     let (_, second) = schedule_logged(&timer, &log, 1, 60);
-    assert_eq!((first, second), (frozen + 30, frozen + 60), "relative to the frozen time");
+    assert_eq!(
+        (first, second),
+        (frozen + 30, frozen + 60),
+        "relative to the frozen time"
+    );
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(timer.now_ms(), frozen, "time stands still");
     assert!(log.lock().unwrap().is_empty(), "nothing fires while frozen");
@@ -456,7 +474,9 @@ fn the_wheel_snapshot_shows_positions_and_the_cascade() {
     let timer = Timer::manual(TimerConfig::default());
     let h = timer.schedule(450, || {});
     assert_eq!(
-        timer.position(h).map(|p| (p.level, p.slot, p.expiration_ms)),
+        timer
+            .position(h)
+            .map(|p| (p.level, p.slot, p.expiration_ms)),
         Some((2, 1, 400))
     );
     timer.advance_to(400);
@@ -472,7 +492,10 @@ fn the_wheel_snapshot_shows_positions_and_the_cascade() {
         .iter()
         .map(|f| (f.level, f.expiration_ms, f.moved_down, f.fired))
         .collect();
-    assert_eq!(flushed, vec![(2, 400, 1, 0), (1, 440, 1, 0), (0, 450, 0, 1)]);
+    assert_eq!(
+        flushed,
+        vec![(2, 400, 1, 0), (1, 440, 1, 0), (0, 450, 0, 1)]
+    );
     let json = serde_json::to_value(&snap).unwrap();
     assert_eq!(json["flushes"][0]["level"], 2);
     assert_eq!(json["levels"][2]["cascaded"], 1);

@@ -43,15 +43,24 @@
 //!
 //! # Cancel: tombstones
 //!
-//! `remove` takes the value out of the timer's slot and releases the slot at once
-//! (`slab.rs`); the entry's item stays in its bucket's list as a tombstone, counted in the
-//! list, so a cancel touches the slot and the (small, cached) bucket header and nothing
-//! else. Flushes skip tombstones; a list that keeps receiving timers is compacted when it
-//! is full and half tombstones; a list whose last live entry goes is emptied, and a bucket
-//! left with none leaves the bucket queue, so the queue holds exactly the buckets with live
-//! timers and a driver never wakes for nothing. An item is current only while its slot
-//! holds the generation it names, and generations are never reused, so a tombstone never
-//! fires and a stale key never cancels, however long the wheel runs.
+//! `remove` takes the value out of the timer's slot (`slab.rs`): the key is stale at once
+//! and the task can never fire. The entry's item stays in its bucket's list as a
+//! tombstone. The rest of the bookkeeping waits for a batch of [`SETTLE_BATCH`] cancels
+//! (or anything that reads the lists: advancing, draining, snapshots,
+//! [`next_expiration`](TimingWheel::next_expiration)): each slot then gets its next
+//! generation and goes on the free list, and each list counts its new tombstones. A list
+//! whose last live entry goes is emptied, and a bucket left with none leaves the bucket
+//! queue, so the queue holds exactly the buckets with live timers and a driver never wakes
+//! for nothing. A cancel itself touches the slot and nothing else that can miss the cache,
+//! which lets the processor overlap several cancels' misses (this pays about 40 % on
+//! random cancels, see `BENCHMARKS.md`).
+//!
+//! Flushes skip tombstones; a list that keeps receiving timers is compacted when it is
+//! full and half tombstones. An item is current only while its slot holds the generation
+//! it names (a taken, not yet settled slot still does, and its item still counts as live in
+//! its list until the batch is settled: the two stay consistent), and generations are
+//! never reused, so a tombstone never fires and a stale key never cancels, however long
+//! the wheel runs.
 //!
 //! # Incremental cascades
 //!
@@ -68,10 +77,12 @@
 //!
 //! # Costs
 //!
-//! * `insert`: O(levels) comparisons and one division; an amortised O(1) push onto the
-//!   bucket's list; an O(log B) queue push when the bucket was empty (B = non-empty
-//!   buckets, a few hundred at most). No allocation once the slab and lists have grown.
-//! * `remove`: O(1): the slot and the bucket header.
+//! * `insert`: O(levels) comparisons and two divisions, both skipped when the deadline is
+//!   in the span of the previous placement (timers with the same timeout); an amortised
+//!   O(1) push onto the bucket's list; an O(log B) queue push when the bucket was empty
+//!   (B = non-empty buckets, a few hundred at most). No allocation once the slab and lists
+//!   have grown.
+//! * `remove`: O(1): the slot; amortised O(1) more when its batch is settled.
 //! * `advance_to`: O(log B) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry moves at most once per level), plus sorting each batch of fired entries.
 //! * memory: per pending timer a slot (12 bytes with a 4-byte payload, 32 with the timer's
@@ -617,7 +628,8 @@ impl<T> TimingWheel<T> {
     }
 
     fn add_level(&mut self, tick: u64) {
-        self.levels.push(Level::new(tick, self.wheel_size, self.now));
+        self.levels
+            .push(Level::new(tick, self.wheel_size, self.now));
         let buckets = self.levels.len() * self.wheel_size as usize;
         assert!(buckets < MAX_BUCKETS, "too many buckets");
         self.buckets.resize_with(buckets, Bucket::default);

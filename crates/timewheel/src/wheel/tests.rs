@@ -316,7 +316,7 @@ fn a_slot_at_its_last_generation_is_retired_so_old_keys_and_tombstones_stay_dead
     assert_eq!((last.index, last.generation), (old.index, u32::MAX - 1));
     assert_eq!(wheel.remove(last), Some(2));
     wheel.next_expiration(); // settles the cancel: the slot is released now
-    // The slot is retired: the next timers get other slots, never (s, 0) again.
+                             // The slot is retired: the next timers get other slots, never (s, 0) again.
     let mut later = Vec::new();
     for i in 0..10 {
         let key = wheel.insert(100_000, 10 + i);
@@ -329,7 +329,11 @@ fn a_slot_at_its_last_generation_is_retired_so_old_keys_and_tombstones_stay_dead
     let mut out = Vec::new();
     wheel.advance_to(99_999, &mut out);
     let fired: Vec<u32> = out.iter().map(|e| e.value).collect();
-    assert_eq!(fired, vec![0], "only the live 1 000 ms timer; nothing early");
+    assert_eq!(
+        fired,
+        vec![0],
+        "only the live 1 000 ms timer; nothing early"
+    );
     out.clear();
     wheel.advance_to(100_000, &mut out);
     assert_eq!(out.len(), 10);
@@ -368,7 +372,11 @@ fn positions_name_the_bucket_and_follow_the_cascade() {
     );
     let mut out = Vec::new();
     wheel.advance_to(400, &mut out);
-    assert_eq!(wheel.position(k).map(|p| p.level), Some(2), "cascade pending");
+    assert_eq!(
+        wheel.position(k).map(|p| p.level),
+        Some(2),
+        "cascade pending"
+    );
     wheel.advance_to(401, &mut out);
     assert_eq!(
         wheel.position(k),
@@ -423,7 +431,10 @@ fn snapshots_count_what_each_level_moved_down_and_fired() {
         ]
     );
     assert_eq!(snap.flushes_total, 6);
-    assert!(snap.flushes.windows(2).all(|w| w[1].number == w[0].number + 1));
+    assert!(snap
+        .flushes
+        .windows(2)
+        .all(|w| w[1].number == w[0].number + 1));
     // The ring keeps the last 64.
     for d in 501..700 {
         wheel.insert(d, 0);
@@ -449,7 +460,11 @@ fn a_chunked_cascade_adds_its_later_moves_to_its_flush_record() {
     wheel.advance_to(401, &mut out);
     wheel.advance_to(402, &mut out);
     let snap = wheel.snapshot(402);
-    let record = snap.flushes.iter().find(|f| f.number == first.number).unwrap();
+    let record = snap
+        .flushes
+        .iter()
+        .find(|f| f.number == first.number)
+        .unwrap();
     assert_eq!(record.moved_down, 5_000);
     assert_eq!(snap.levels[2].cascaded, 5_000);
     assert!(out.is_empty());
