@@ -610,7 +610,7 @@ where
         }
 
         core.delayed.fetch_add(1, Ordering::AcqRel);
-        let timeout = core.timer.schedule_task(cell.deadline_ms, cell.clone());
+        let timeout = core.timer.schedule_arc(cell.deadline_ms, cell.clone());
         // Publish the handle, then look at the state (both sequentially consistent, as are
         // the completing side's state change and swap): either a completer that ran
         // meanwhile finds the handle, or we see its completion and cancel here. Whoever

@@ -14,7 +14,7 @@
 //! a slot whose last occupant had generation [`LAST_GENERATION`] is *retired* instead: it
 //! never joins the free list again. So a (slot, generation) pair names at most one timer
 //! for the life of the slab, and a stale key or a tombstone can never be taken for a later
-//! timer, however many timers pass through the slot. The cost is one slot (12 to 32 bytes)
+//! timer, however many timers pass through the slot. The cost is one slot (12 to 24 bytes)
 //! per 2^32 - 1 timers through it.
 //!
 //! A released slot therefore always holds a generation no key or item carries (its next
@@ -55,7 +55,7 @@ pub struct Key {
     pub(crate) generation: u32,
 }
 
-/// One timer's slot. 12 bytes for a 4-byte payload with a niche (`NonZeroU32`), 32 for
+/// One timer's slot. 12 bytes for a 4-byte payload with a niche (`NonZeroU32`), 24 for
 /// the timer's 24-byte task.
 struct Slot<T> {
     generation: u32,

@@ -4,12 +4,13 @@
 //! Kafka's timer tasks are objects on the heap. A boxed closure here would cost an
 //! allocation per `schedule` and, on a cancel, a free of memory last touched when the
 //! timer was scheduled (a cache miss with many timers pending). So a [`Task`] stores a
-//! closure of up to 16 bytes (aligned to at most 8) in place, next to one pointer to a
-//! table of two functions that know its type: run it, or drop it. Most timeouts capture a
-//! pointer or two (an `Arc`, an id), so they need no allocation at all; a bigger closure
-//! is boxed first (the box is 16 bytes and fits). An `Arc<dyn TimerTask>`
-//! ([`Timer::schedule_task`](crate::Timer::schedule_task), how a purgatory schedules its
-//! operations) is itself 16 bytes and stored the same way.
+//! closure of up to 8 bytes (aligned to at most 8) in place, next to one pointer to a
+//! table of two functions that know its type: run it, or drop it: 16 bytes in all, so a
+//! timer's slot is 24. Many timeouts capture one pointer (an `Arc`) or an id, and need no
+//! allocation at all; a bigger closure is boxed first (the box is one pointer and fits).
+//! An `Arc<T>` of a concrete [`TimerTask`] ([`Timer::schedule_arc`](crate::Timer::schedule_arc),
+//! how a purgatory schedules its operations) is one pointer too; an `Arc<dyn TimerTask>`
+//! is two, and is boxed.
 //!
 //! This is the crate's one piece of `unsafe` code. Its soundness rests on three facts,
 //! all established in `Task::in_place`, the only constructor: the bytes hold a valid `F`
@@ -23,8 +24,8 @@ use std::sync::Arc;
 
 use crate::timer::TimerTask;
 
-/// The in-place storage: 16 bytes, aligned to 8.
-type Storage = MaybeUninit<[usize; 2]>;
+/// The in-place storage: 8 bytes, aligned to 8.
+type Storage = MaybeUninit<u64>;
 
 /// The two things a task's type knows how to do with its bytes.
 struct VTable {
@@ -64,7 +65,7 @@ const fn fits<F>() -> bool {
     size_of::<F>() <= size_of::<Storage>() && align_of::<F>() <= align_of::<Storage>()
 }
 
-/// A task to run once: a small closure in place, or a boxed bigger one. 24 bytes.
+/// A task to run once: a small closure in place, or a boxed bigger one. 16 bytes.
 pub(crate) struct Task {
     data: Storage,
     vtable: &'static VTable,
@@ -75,14 +76,13 @@ pub(crate) struct Task {
 unsafe impl Send for Task {}
 
 impl Task {
-    /// A task that calls `f`. No allocation if `f` is at most 16 bytes.
+    /// A task that calls `f`. No allocation if `f` is at most 8 bytes.
     #[inline]
     pub(crate) fn new<F: FnOnce() + Send + 'static>(f: F) -> Task {
         if fits::<F>() {
             Task::in_place(f)
         } else {
-            let boxed: Box<dyn FnOnce() + Send> = Box::new(f);
-            Task::in_place(boxed)
+            Task::in_place(Box::new(f))
         }
     }
 
@@ -103,10 +103,16 @@ impl Task {
         }
     }
 
-    /// A task that runs an `Arc`-shared [`TimerTask`].
+    /// A task that runs an `Arc`-shared [`TimerTask`] (boxed: the `Arc` is two pointers).
     #[inline]
     pub(crate) fn shared(task: Arc<dyn TimerTask>) -> Task {
         Task::new(move || task.run())
+    }
+
+    /// A task that runs an `Arc`-shared [`TimerTask`] of a known type: no allocation.
+    #[inline]
+    pub(crate) fn arc<T: TimerTask>(task: Arc<T>) -> Task {
+        Task::in_place(move || task.run())
     }
 
     /// Run the task, consuming it.
@@ -141,16 +147,15 @@ mod tests {
 
     #[test]
     fn small_and_large_closures_run_once_or_drop_once() {
-        assert_eq!(size_of::<Task>(), 24);
-        assert_eq!(size_of::<Option<Task>>(), 24);
+        assert_eq!(size_of::<Task>(), 16);
+        assert_eq!(size_of::<Option<Task>>(), 16);
         let drops = Arc::new(AtomicUsize::new(0));
         let ran = Arc::new(AtomicUsize::new(0));
 
-        // Small (16 bytes: two Arcs) and large (a 64-byte array besides).
-        let (t, r) = (Token(drops.clone()), ran.clone());
+        // Small (8 bytes: one Arc) and large (an Arc and a 64-byte array).
+        let t = Arc::new((Token(drops.clone()), ran.clone()));
         let small = Task::new(move || {
-            let _t = &t;
-            r.fetch_add(1, Ordering::SeqCst);
+            t.1.fetch_add(1, Ordering::SeqCst);
         });
         let (t, r, pad) = (Token(drops.clone()), ran.clone(), [7u8; 64]);
         let large = Task::new(move || {
@@ -167,10 +172,9 @@ mod tests {
         );
 
         // Dropped without running: captures dropped, nothing runs.
-        let (t, r) = (Token(drops.clone()), ran.clone());
+        let t = Arc::new((Token(drops.clone()), ran.clone()));
         drop(Task::new(move || {
-            let _t = &t;
-            r.fetch_add(100, Ordering::SeqCst);
+            t.1.fetch_add(100, Ordering::SeqCst);
         }));
         let (t, r, pad) = (Token(drops.clone()), ran.clone(), [1u64; 8]);
         drop(Task::new(move || {
@@ -205,7 +209,9 @@ mod tests {
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
         Task::shared(counter.clone()).run();
         drop(Task::shared(counter.clone()));
-        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        Task::arc(counter.clone()).run();
+        drop(Task::arc(counter.clone()));
+        assert_eq!(counter.0.load(Ordering::SeqCst), 2);
         assert_eq!(Arc::strong_count(&counter), 1);
     }
 }

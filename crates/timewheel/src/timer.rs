@@ -24,7 +24,7 @@
 //! # Costs
 //!
 //! `schedule`: one uncontended lock, an O(1) wheel insert, at most one wake-up of the
-//! driver, and no allocation for a closure of up to 16 bytes (`task.rs`); `schedule_task`
+//! driver, and no allocation for a closure of up to 8 bytes (`task.rs`); `schedule_arc`
 //! takes an existing `Arc` and allocates nothing. `cancel`: one lock and an O(1) removal.
 
 use std::sync::Arc;
@@ -256,8 +256,8 @@ impl Timer {
     ///
     /// A delay of zero or less is due now: on a manual clock the task runs on the next
     /// advance (even `advance_by(0)`), on a system clock promptly on the driver thread. The
-    /// task never runs inside this call. A closure of up to 16 bytes is stored without an
-    /// allocation.
+    /// task never runs inside this call. A closure of up to 8 bytes (one pointer, or an id)
+    /// is stored without an allocation.
     pub fn schedule(&self, delay_ms: i64, task: impl FnOnce() + Send + 'static) -> TimerHandle {
         self.insert(self.deadline_after(delay_ms), Task::new(task))
     }
@@ -271,13 +271,22 @@ impl Timer {
         self.insert(deadline_ms, Task::new(task))
     }
 
-    /// Run an `Arc`-shared [`TimerTask`] once the clock reads `deadline_ms`. No allocation
-    /// beyond the wheel's slab.
+    /// Run an `Arc`-shared [`TimerTask`] once the clock reads `deadline_ms` (one small
+    /// allocation for the two-pointer `Arc`; [`schedule_arc`](Timer::schedule_arc) has
+    /// none).
     ///
     /// On a timer that has been shut down the task is dropped without running and the
     /// returned handle is already stale.
     pub fn schedule_task(&self, deadline_ms: u64, task: Arc<dyn TimerTask>) -> TimerHandle {
         self.insert(deadline_ms, Task::shared(task))
+    }
+
+    /// Run an `Arc`-shared [`TimerTask`] of a concrete type once the clock reads
+    /// `deadline_ms`. The `Arc` is stored in the timer's slot: no allocation at all (an
+    /// `Arc<dyn TimerTask>` given to [`schedule_task`](Timer::schedule_task) is two
+    /// pointers, one too many for the slot, and is boxed).
+    pub fn schedule_arc<T: TimerTask>(&self, deadline_ms: u64, task: Arc<T>) -> TimerHandle {
+        self.insert(deadline_ms, Task::arc(task))
     }
 
     fn insert(&self, deadline_ms: u64, task: Task) -> TimerHandle {

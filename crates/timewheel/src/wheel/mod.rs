@@ -85,7 +85,7 @@
 //! * `remove`: O(1): the slot; amortised O(1) more when its batch is settled.
 //! * `advance_to`: O(log B) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry moves at most once per level), plus sorting each batch of fired entries.
-//! * memory: per pending timer a slot (12 bytes with a 4-byte payload, 32 with the timer's
+//! * memory: per pending timer a slot (12 bytes with a 4-byte payload, 24 with the timer's
 //!   task) and a 24-byte item in its bucket's list (tombstones at most double a list),
 //!   plus `wheel_size` bucket headers per level.
 //!
