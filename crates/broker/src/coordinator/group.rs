@@ -158,7 +158,11 @@ impl GroupMetadata {
     /// coordinator: caught in tests, ignored (the group keeps its state) in production.
     pub fn transition_to(&mut self, state: GroupState, now_ms: u64) {
         let valid = state.valid_previous().contains(&self.state);
-        debug_assert!(valid, "group {}: {:?} -> {state:?}", self.group_id, self.state);
+        debug_assert!(
+            valid,
+            "group {}: {:?} -> {state:?}",
+            self.group_id, self.state
+        );
         if valid {
             self.state = state;
             self.state_timestamp_ms = now_ms;
@@ -284,7 +288,8 @@ impl GroupMetadata {
         if self.pending_sync_members.remove(old) {
             self.pending_sync_members.insert(new.clone());
         }
-        self.static_members.insert(instance.to_string(), new.clone());
+        self.static_members
+            .insert(instance.to_string(), new.clone());
         self.members.insert(new, member);
         true
     }
@@ -360,7 +365,10 @@ impl GroupMetadata {
         let Some(leader) = self.leader_id.clone() else {
             return false;
         };
-        if self.get(&leader).is_some_and(MemberMetadata::is_awaiting_join) {
+        if self
+            .get(&leader)
+            .is_some_and(MemberMetadata::is_awaiting_join)
+        {
             return true;
         }
         match self.members.values().find(|m| m.is_awaiting_join()) {
@@ -450,11 +458,7 @@ impl GroupMetadata {
             generation_id: self.generation_id,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
-            leader_id: self
-                .leader_id
-                .as_deref()
-                .unwrap_or_default()
-                .to_string(),
+            leader_id: self.leader_id.as_deref().unwrap_or_default().to_string(),
             skip_assignment: false,
             error: None,
         }
@@ -534,11 +538,9 @@ impl GroupMetadata {
             return !protocol_type.is_empty() && !protocols.is_empty();
         }
         self.protocol_type.as_deref() == Some(protocol_type)
-            && protocols.iter().any(|(name, _)| {
-                self.members
-                    .values()
-                    .all(|m| m.metadata(name).is_some())
-            })
+            && protocols
+                .iter()
+                .any(|(name, _)| self.members.values().all(|m| m.metadata(name).is_some()))
     }
 
     // ----------------------------------------------------------------- offsets
@@ -645,6 +647,7 @@ mod tests {
         g.add(member("a", &[("range", b""), ("roundrobin", b"")]), None);
         g.add(member("b", &[("roundrobin", b""), ("range", b"")]), None);
         g.add(member("c", &[("sticky", b""), ("roundrobin", b"")]), None);
+        g.transition_to(GroupState::PreparingRebalance, 1);
         // "range" is not supported by c; every member votes roundrobin.
         assert_eq!(g.select_protocol().as_deref(), Some("roundrobin"));
         assert!(g.supports_protocols("consumer", &[("roundrobin".into(), Bytes::new())]));
@@ -674,7 +677,10 @@ mod tests {
         assert!(!g.can_rebalance());
         g.add(member("a", &[("range", b"")]), None);
         g.init_next_generation(7);
-        assert_eq!((g.state(), g.generation_id), (GroupState::CompletingRebalance, 1));
+        assert_eq!(
+            (g.state(), g.generation_id),
+            (GroupState::CompletingRebalance, 1)
+        );
         assert_eq!(g.protocol_name.as_deref(), Some("range"));
         assert_eq!(g.state_timestamp_ms, 7);
         g.remove("a");

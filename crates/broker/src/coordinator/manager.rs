@@ -146,7 +146,9 @@ pub fn wall_clock_ms() -> i64 {
 pub fn offset_commit_error(append: ResponseError) -> ResponseError {
     use ResponseError::*;
     match append {
-        UnknownTopicOrPartition | NotEnoughReplicas | NotEnoughReplicasAfterAppend
+        UnknownTopicOrPartition
+        | NotEnoughReplicas
+        | NotEnoughReplicasAfterAppend
         | RequestTimedOut => CoordinatorNotAvailable,
         NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
         MessageTooLarge | RecordListTooLarge | InvalidFetchSize => InvalidCommitOffsetSize,
@@ -185,9 +187,15 @@ mod tests {
             assert_eq!(offset_commit_error(e), CoordinatorNotAvailable, "{e:?}");
         }
         assert_eq!(offset_commit_error(NotLeaderOrFollower), NotCoordinator);
-        assert_eq!(offset_commit_error(MessageTooLarge), InvalidCommitOffsetSize);
+        assert_eq!(
+            offset_commit_error(MessageTooLarge),
+            InvalidCommitOffsetSize
+        );
         assert_eq!(store_group_error(RequestTimedOut), RebalanceInProgress);
-        assert_eq!(store_group_error(NotEnoughReplicas), CoordinatorNotAvailable);
+        assert_eq!(
+            store_group_error(NotEnoughReplicas),
+            CoordinatorNotAvailable
+        );
         assert_eq!(store_group_error(MessageTooLarge), UnknownServerError);
     }
 }

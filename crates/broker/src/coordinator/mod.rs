@@ -69,9 +69,7 @@ use crate::replica_manager::ReplicaManager;
 use crate::request::RequestContext;
 use group::{GroupMetadata, GroupState, OffsetAndMetadata, OffsetKey};
 use manager::{offset_commit_error, store_group_error, GroupMetadataManager};
-use member::{
-    JoinCallback, JoinGroupResult, MemberMetadata, SyncCallback, SyncGroupResult,
-};
+use member::{JoinCallback, JoinGroupResult, MemberMetadata, SyncCallback, SyncGroupResult};
 pub use snapshot::{GroupSnapshot, GroupsSnapshot};
 
 /// Tracing target of the rebalance story: joins, delayed joins completing or expiring,
@@ -506,7 +504,13 @@ impl GroupCoordinator {
 
     /// Kafka's `completeAndScheduleNextExpiration`: the member showed it is alive; its
     /// current DelayedHeartbeat completes and the next is parked `timeout_ms` away.
-    fn schedule_heartbeat(&self, g: &mut GroupMetadata, member_id: &str, timeout_ms: u64, fx: &mut Fx) {
+    fn schedule_heartbeat(
+        &self,
+        g: &mut GroupMetadata,
+        member_id: &str,
+        timeout_ms: u64,
+        fx: &mut Fx,
+    ) {
         let deadline = self.timer.deadline_after(timeout_ms as i64);
         let group = g.group_id.clone();
         if let Some(m) = g.get_mut(member_id) {
@@ -542,9 +546,17 @@ impl GroupCoordinator {
 
     /// JoinGroup (Kafka's `handleJoinGroup`). The answer goes to `callback`: at once, or
     /// when the rebalance completes.
-    pub fn handle_join_group(&self, ctx: &RequestContext, p: JoinGroupParams, callback: JoinCallback) {
+    pub fn handle_join_group(
+        &self,
+        ctx: &RequestContext,
+        p: JoinGroupParams,
+        callback: JoinCallback,
+    ) {
         if p.group_id.is_empty() {
-            return callback(JoinGroupResult::error(&p.member_id, ResponseError::InvalidGroupId));
+            return callback(JoinGroupResult::error(
+                &p.member_id,
+                ResponseError::InvalidGroupId,
+            ));
         }
         if p.session_timeout_ms < self.config.min_session_timeout_ms
             || p.session_timeout_ms > self.config.max_session_timeout_ms
@@ -558,7 +570,10 @@ impl GroupCoordinator {
         let handle = match self.get_or_create(&p.group_id, is_unknown) {
             Ok(Some(handle)) => handle,
             Ok(None) => {
-                return callback(JoinGroupResult::error(&p.member_id, ResponseError::UnknownMemberId))
+                return callback(JoinGroupResult::error(
+                    &p.member_id,
+                    ResponseError::UnknownMemberId,
+                ))
             }
             Err(e) => return callback(JoinGroupResult::error(&p.member_id, e)),
         };
@@ -585,7 +600,8 @@ impl GroupCoordinator {
         match g.state() {
             GroupState::Empty | GroupState::Dead => true,
             GroupState::PreparingRebalance => {
-                g.get(member_id).is_some_and(MemberMetadata::is_awaiting_join)
+                g.get(member_id)
+                    .is_some_and(MemberMetadata::is_awaiting_join)
                     || g.num_awaiting_join() < self.config.max_size
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
@@ -603,10 +619,16 @@ impl GroupCoordinator {
         fx: &mut Fx,
     ) {
         if g.is(GroupState::Dead) {
-            return callback(JoinGroupResult::error("", ResponseError::CoordinatorNotAvailable));
+            return callback(JoinGroupResult::error(
+                "",
+                ResponseError::CoordinatorNotAvailable,
+            ));
         }
         if !g.supports_protocols(&p.protocol_type, &p.protocols) {
-            return callback(JoinGroupResult::error("", ResponseError::InconsistentGroupProtocol));
+            return callback(JoinGroupResult::error(
+                "",
+                ResponseError::InconsistentGroupProtocol,
+            ));
         }
         let replacing = p
             .group_instance_id
@@ -620,7 +642,10 @@ impl GroupCoordinator {
                 limit = self.config.max_members,
                 "JoinGroup refused: group.coordinator.max.members reached (GROUP_MAX_SIZE_REACHED)"
             );
-            return callback(JoinGroupResult::error("", ResponseError::GroupMaxSizeReached));
+            return callback(JoinGroupResult::error(
+                "",
+                ResponseError::GroupMaxSizeReached,
+            ));
         }
         let new_member_id: Arc<str> = Arc::from(GroupMetadata::generate_member_id(
             &p.client_id,
@@ -635,7 +660,14 @@ impl GroupCoordinator {
                 );
                 let instance = instance.clone();
                 self.update_static_member_and_rebalance(
-                    ctx, g, &old, new_member_id, &instance, p, callback, fx,
+                    ctx,
+                    g,
+                    &old,
+                    new_member_id,
+                    &instance,
+                    p,
+                    callback,
+                    fx,
                 );
             }
             (Some(_), None) => {
@@ -657,7 +689,10 @@ impl GroupCoordinator {
                     timeout_ms: p.session_timeout_ms.max(0) as u64,
                     pending: true,
                 });
-                callback(JoinGroupResult::error(&new_member_id, ResponseError::MemberIdRequired));
+                callback(JoinGroupResult::error(
+                    &new_member_id,
+                    ResponseError::MemberIdRequired,
+                ));
             }
             (None, _) => self.add_member_and_rebalance(g, new_member_id, p, callback, fx),
         }
@@ -672,7 +707,10 @@ impl GroupCoordinator {
     ) {
         let member_id = p.member_id.clone();
         if g.is(GroupState::Dead) {
-            return callback(JoinGroupResult::error(&member_id, ResponseError::CoordinatorNotAvailable));
+            return callback(JoinGroupResult::error(
+                &member_id,
+                ResponseError::CoordinatorNotAvailable,
+            ));
         }
         if !g.supports_protocols(&p.protocol_type, &p.protocols) {
             return callback(JoinGroupResult::error(
@@ -683,20 +721,26 @@ impl GroupCoordinator {
         if g.is_pending_member(&member_id) {
             if p.group_instance_id.is_some() {
                 // Kafka treats this as impossible: pending members are never static.
-                return callback(JoinGroupResult::error(&member_id, ResponseError::UnknownMemberId));
+                return callback(JoinGroupResult::error(
+                    &member_id,
+                    ResponseError::UnknownMemberId,
+                ));
             }
             info!(target: TRACE_TARGET, group = %g.group_id, member = %member_id, "pending member rejoins with its id");
             let id: Arc<str> = Arc::from(member_id.as_str());
             return self.add_member_and_rebalance(g, id, p, callback, fx);
         }
-        if let Some(error) = validate_current_member(g, &member_id, p.group_instance_id.as_deref()) {
+        if let Some(error) = validate_current_member(g, &member_id, p.group_instance_id.as_deref())
+        {
             return callback(JoinGroupResult::error(&member_id, error));
         }
         let reason = p.reason.clone().unwrap_or_else(|| "not provided".into());
         let matches = g.get(&member_id).is_some_and(|m| m.matches(&p.protocols));
         match g.state() {
             GroupState::PreparingRebalance => {
-                let why = format!("member {member_id} rejoins during PreparingRebalance; client reason: {reason}");
+                let why = format!(
+                    "member {member_id} rejoins during PreparingRebalance; client reason: {reason}"
+                );
                 self.update_member_and_rebalance(g, &member_id, p, callback, &why, fx);
             }
             GroupState::CompletingRebalance if matches => {
@@ -718,9 +762,10 @@ impl GroupCoordinator {
                 self.update_member_and_rebalance(g, &member_id, p, callback, &why, fx);
             }
             GroupState::Stable => callback(g.join_result(&member_id, false)),
-            GroupState::Empty | GroupState::Dead => {
-                callback(JoinGroupResult::error(&member_id, ResponseError::UnknownMemberId))
-            }
+            GroupState::Empty | GroupState::Dead => callback(JoinGroupResult::error(
+                &member_id,
+                ResponseError::UnknownMemberId,
+            )),
         }
     }
 
@@ -807,7 +852,9 @@ impl GroupCoordinator {
             return callback(JoinGroupResult::error("", ResponseError::UnknownMemberId));
         }
         self.session_heartbeat(g, &new_member_id, fx);
-        let (old_protocols, old_rebalance_timeout, old_session_timeout) = match g.get(&new_member_id) {
+        let (old_protocols, old_rebalance_timeout, old_session_timeout) = match g
+            .get(&new_member_id)
+        {
             Some(m) => (
                 m.supported_protocols.clone(),
                 m.rebalance_timeout_ms,
@@ -1055,7 +1102,12 @@ impl GroupCoordinator {
         })));
     }
 
-    fn reset_and_propagate_assignment_error(&self, g: &mut GroupMetadata, error: ResponseError, fx: &mut Fx) {
+    fn reset_and_propagate_assignment_error(
+        &self,
+        g: &mut GroupMetadata,
+        error: ResponseError,
+        fx: &mut Fx,
+    ) {
         for member_id in g.member_ids() {
             if let Some(m) = g.get_mut(&member_id) {
                 m.assignment = Bytes::new();
@@ -1064,7 +1116,12 @@ impl GroupCoordinator {
         self.propagate_assignment(g, Some(error), fx);
     }
 
-    fn set_and_propagate_assignment(&self, g: &mut GroupMetadata, assignment: &HashMap<Arc<str>, Bytes>, fx: &mut Fx) {
+    fn set_and_propagate_assignment(
+        &self,
+        g: &mut GroupMetadata,
+        assignment: &HashMap<Arc<str>, Bytes>,
+        fx: &mut Fx,
+    ) {
         for member_id in g.member_ids() {
             if let Some(m) = g.get_mut(&member_id) {
                 m.assignment = assignment.get(&member_id).cloned().unwrap_or_default();
@@ -1075,7 +1132,12 @@ impl GroupCoordinator {
 
     /// Answers every parked SyncGroup (with its assignment, or the error) and restarts the
     /// session of each member answered.
-    fn propagate_assignment(&self, g: &mut GroupMetadata, error: Option<ResponseError>, fx: &mut Fx) {
+    fn propagate_assignment(
+        &self,
+        g: &mut GroupMetadata,
+        error: Option<ResponseError>,
+        fx: &mut Fx,
+    ) {
         for member_id in g.member_ids() {
             let result = match (error, g.get(&member_id)) {
                 (Some(e), _) => SyncGroupResult::error(e),
@@ -1098,7 +1160,12 @@ impl GroupCoordinator {
     /// SyncGroup (Kafka's `handleSyncGroup`). Followers wait for the leader; the leader's
     /// assignment is stored in `__consumer_offsets` and every SyncGroup is answered only
     /// once that append is replicated.
-    pub fn handle_sync_group(&self, ctx: &RequestContext, p: SyncGroupParams, callback: SyncCallback) {
+    pub fn handle_sync_group(
+        &self,
+        ctx: &RequestContext,
+        p: SyncGroupParams,
+        callback: SyncCallback,
+    ) {
         if p.group_id.is_empty() {
             return callback(SyncGroupResult::error(ResponseError::InvalidGroupId));
         }
@@ -1141,7 +1208,13 @@ impl GroupCoordinator {
         });
     }
 
-    fn store_leader_assignment(&self, ctx: &RequestContext, g: &mut GroupMetadata, p: &SyncGroupParams, fx: &mut Fx) {
+    fn store_leader_assignment(
+        &self,
+        ctx: &RequestContext,
+        g: &mut GroupMetadata,
+        p: &SyncGroupParams,
+        fx: &mut Fx,
+    ) {
         let members = g.member_ids();
         let mut assignment: HashMap<Arc<str>, Bytes> = HashMap::with_capacity(members.len());
         for (member, bytes) in &p.assignments {
@@ -1149,7 +1222,10 @@ impl GroupCoordinator {
                 assignment.insert(id.clone(), bytes.clone());
             }
         }
-        let missing: Vec<&Arc<str>> = members.iter().filter(|m| !assignment.contains_key(*m)).collect();
+        let missing: Vec<&Arc<str>> = members
+            .iter()
+            .filter(|m| !assignment.contains_key(*m))
+            .collect();
         if !missing.is_empty() {
             warn!(target: TRACE_TARGET, group = %g.group_id, ?missing, "sync: the leader assigned nothing to some members; they get an empty assignment");
         }
@@ -1248,7 +1324,10 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         leaving: Vec<LeavingMember>,
-    ) -> (Option<ResponseError>, Vec<(LeavingMember, Option<ResponseError>)>) {
+    ) -> (
+        Option<ResponseError>,
+        Vec<(LeavingMember, Option<ResponseError>)>,
+    ) {
         if group_id.is_empty() {
             return (Some(ResponseError::InvalidGroupId), Vec::new());
         }
@@ -1274,11 +1353,20 @@ impl GroupCoordinator {
         })
     }
 
-    fn leave_one(&self, g: &mut GroupMetadata, m: &LeavingMember, fx: &mut Fx) -> Option<ResponseError> {
+    fn leave_one(
+        &self,
+        g: &mut GroupMetadata,
+        m: &LeavingMember,
+        fx: &mut Fx,
+    ) -> Option<ResponseError> {
         let reason = m.reason.as_deref().unwrap_or("not provided");
         let member_id = if m.member_id.is_empty() {
             // Administrative removal of a static member by its instance id.
-            match m.group_instance_id.as_deref().and_then(|i| g.current_static_member_id(i)) {
+            match m
+                .group_instance_id
+                .as_deref()
+                .and_then(|i| g.current_static_member_id(i))
+            {
                 Some(id) => id.to_string(),
                 None => return Some(ResponseError::UnknownMemberId),
             }
@@ -1291,7 +1379,9 @@ impl GroupCoordinator {
             info!(target: TRACE_TARGET, group = %g.group_id, member = %m.member_id, "leave: pending member left");
             return None;
         } else {
-            if let Some(error) = validate_current_member(g, &m.member_id, m.group_instance_id.as_deref()) {
+            if let Some(error) =
+                validate_current_member(g, &m.member_id, m.group_instance_id.as_deref())
+            {
                 return Some(error);
             }
             m.member_id.clone()
@@ -1327,7 +1417,9 @@ impl GroupCoordinator {
             Err(e) => return callback(fail(offsets, e)),
         };
         self.locked(&handle, |c, g, fx| {
-            if let Some(error) = validate_offset_commit(g, generation_id, member_id, group_instance_id) {
+            if let Some(error) =
+                validate_offset_commit(g, generation_id, member_id, group_instance_id)
+            {
                 return callback(fail(offsets, error));
             }
             match g.state() {
@@ -1374,7 +1466,10 @@ impl GroupCoordinator {
                 accepted.push((key.clone(), offset.clone()));
             }
         }
-        if refused.values().any(|e| *e == ResponseError::InvalidCommitOffsetSize) {
+        if refused
+            .values()
+            .any(|e| *e == ResponseError::InvalidCommitOffsetSize)
+        {
             warn!(
                 target: TRACE_TARGET, group = %g.group_id, limit = self.config.max_committed_offsets,
                 "offset commit refused for new partitions: group.coordinator.max.committed.offsets reached (INVALID_COMMIT_OFFSET_SIZE)"
@@ -1382,10 +1477,15 @@ impl GroupCoordinator {
         }
         let order: Vec<OffsetKey> = offsets.into_iter().map(|(k, _)| k).collect();
         if accepted.is_empty() {
-            return callback(order.into_iter().map(|k| {
-                let e = refused.get(&k).copied();
-                (k, e)
-            }).collect());
+            return callback(
+                order
+                    .into_iter()
+                    .map(|k| {
+                        let e = refused.get(&k).copied();
+                        (k, e)
+                    })
+                    .collect(),
+            );
         }
         g.prepare_offset_commit(&accepted);
         let group_id = g.group_id.clone();
@@ -1476,7 +1576,8 @@ impl GroupCoordinator {
                     let answer = if require_stable && g.has_pending_offset_commit(&k) {
                         FetchedOffset::none(Some(ResponseError::UnstableOffsetCommit))
                     } else {
-                        g.offset(&k).map_or_else(|| FetchedOffset::none(None), fetched)
+                        g.offset(&k)
+                            .map_or_else(|| FetchedOffset::none(None), fetched)
                     };
                     (k, answer)
                 })
@@ -1498,7 +1599,8 @@ impl GroupCoordinator {
             .filter_map(|h| {
                 let g = h.state.lock();
                 let state = g.state().name();
-                let wanted = states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(state));
+                let wanted =
+                    states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(state));
                 (wanted && !g.is(GroupState::Dead)).then(|| GroupOverview {
                     group_id: g.group_id.to_string(),
                     protocol_type: g.protocol_type.clone().unwrap_or_default(),
@@ -1528,7 +1630,11 @@ impl GroupCoordinator {
             return dead();
         }
         let stable = g.is(GroupState::Stable);
-        let protocol = if stable { g.protocol_name.clone().unwrap_or_default() } else { String::new() };
+        let protocol = if stable {
+            g.protocol_name.clone().unwrap_or_default()
+        } else {
+            String::new()
+        };
         let members = g
             .members()
             .map(|m| MemberDescription {
@@ -1536,8 +1642,16 @@ impl GroupCoordinator {
                 group_instance_id: m.group_instance_id.clone(),
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
-                metadata: if stable { m.metadata(&protocol).cloned().unwrap_or_default() } else { Bytes::new() },
-                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                metadata: if stable {
+                    m.metadata(&protocol).cloned().unwrap_or_default()
+                } else {
+                    Bytes::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
             })
             .collect();
         GroupDescription {
@@ -1631,10 +1745,10 @@ fn validate_sync_group(g: &GroupMetadata, p: &SyncGroupParams) -> Option<Respons
     if p.generation_id != g.generation_id {
         return Some(ResponseError::IllegalGeneration);
     }
-    let mismatch = |asked: &Option<String>, group: &Option<String>| {
-        asked.is_some() && asked != group
-    };
-    if mismatch(&p.protocol_type, &g.protocol_type) || mismatch(&p.protocol_name, &g.protocol_name) {
+    let mismatch =
+        |asked: &Option<String>, group: &Option<String>| asked.is_some() && asked != group;
+    if mismatch(&p.protocol_type, &g.protocol_type) || mismatch(&p.protocol_name, &g.protocol_name)
+    {
         return Some(ResponseError::InconsistentGroupProtocol);
     }
     None
@@ -1653,9 +1767,8 @@ fn validate_offset_commit(
         // A consumer that does not use group management (or an admin client).
         None
     } else if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
-        validate_current_member(g, member_id, group_instance_id).or(
-            (generation_id != g.generation_id).then_some(ResponseError::IllegalGeneration),
-        )
+        validate_current_member(g, member_id, group_instance_id)
+            .or((generation_id != g.generation_id).then_some(ResponseError::IllegalGeneration))
     } else if !g.is(GroupState::Empty) {
         // Only members may commit for a group that has members.
         Some(ResponseError::UnknownMemberId)
@@ -1665,7 +1778,10 @@ fn validate_offset_commit(
 }
 
 /// The group's metadata record, with each member's assignment from `assignment`.
-fn group_metadata_record(g: &GroupMetadata, assignment: &HashMap<Arc<str>, Bytes>) -> (Bytes, Option<Bytes>) {
+fn group_metadata_record(
+    g: &GroupMetadata,
+    assignment: &HashMap<Arc<str>, Bytes>,
+) -> (Bytes, Option<Bytes>) {
     let protocol = g.protocol_name.clone();
     let members = g
         .members()
@@ -1713,7 +1829,9 @@ impl GroupOperations for GroupCoordinator {
             return true;
         };
         let g = handle.state.lock();
-        g.rebalance != rebalance || !g.is(GroupState::PreparingRebalance) || g.has_all_members_joined()
+        g.rebalance != rebalance
+            || !g.is(GroupState::PreparingRebalance)
+            || g.has_all_members_joined()
     }
 
     fn on_complete_join(&self, group: &str, rebalance: u64) {
@@ -1796,7 +1914,8 @@ impl GroupOperations for GroupCoordinator {
         if pending {
             return !g.is_pending_member(&key.member);
         }
-        g.get(&key.member).is_none_or(|m| m.heartbeat_epoch != epoch)
+        g.get(&key.member)
+            .is_none_or(|m| m.heartbeat_epoch != epoch)
     }
 
     fn on_expire_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool) {
@@ -1840,8 +1959,16 @@ impl GroupOperations for GroupCoordinator {
         let g = handle.state.lock();
         match key {
             GroupKey::Join(_) => {
-                let joined: Vec<String> = g.members().filter(|m| m.is_awaiting_join()).map(|m| m.member_id.to_string()).collect();
-                let missing: Vec<String> = g.not_yet_rejoined_members().iter().map(|m| m.to_string()).collect();
+                let joined: Vec<String> = g
+                    .members()
+                    .filter(|m| m.is_awaiting_join())
+                    .map(|m| m.member_id.to_string())
+                    .collect();
+                let missing: Vec<String> = g
+                    .not_yet_rejoined_members()
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect();
                 let pending: Vec<String> = g.pending_members().map(|m| m.to_string()).collect();
                 format!(
                     "group {group} (generation {}) waits for its members to rejoin: joined {joined:?}, not yet {missing:?}, pending ids {pending:?}; \

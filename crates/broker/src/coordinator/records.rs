@@ -243,7 +243,10 @@ fn get_string(buf: &mut Bytes) -> anyhow::Result<String> {
 
 fn get_bytes(buf: &mut Bytes) -> anyhow::Result<Bytes> {
     let len = get_i32(buf)?;
-    ensure!(len >= 0 && buf.remaining() >= len as usize, "bad bytes length");
+    ensure!(
+        len >= 0 && buf.remaining() >= len as usize,
+        "bad bytes length"
+    );
     Ok(buf.split_to(len as usize))
 }
 
@@ -265,7 +268,10 @@ pub fn read_key(mut buf: Bytes) -> anyhow::Result<RecordKey> {
 /// Reads an offset commit value (v3).
 pub fn read_offset_commit_value(mut buf: Bytes) -> anyhow::Result<OffsetCommitValue> {
     let version = get_i16(&mut buf)?;
-    ensure!(version == 3, "offset commit value v{version} (only v3 is read)");
+    ensure!(
+        version == 3,
+        "offset commit value v{version} (only v3 is read)"
+    );
     Ok(OffsetCommitValue {
         offset: get_i64(&mut buf)?,
         leader_epoch: get_i32(&mut buf)?,
@@ -277,7 +283,10 @@ pub fn read_offset_commit_value(mut buf: Bytes) -> anyhow::Result<OffsetCommitVa
 /// Reads a group metadata value (v3).
 pub fn read_group_metadata_value(mut buf: Bytes) -> anyhow::Result<GroupMetadataValue> {
     let version = get_i16(&mut buf)?;
-    ensure!(version == 3, "group metadata value v{version} (only v3 is read)");
+    ensure!(
+        version == 3,
+        "group metadata value v{version} (only v3 is read)"
+    );
     let protocol_type = get_string(&mut buf)?;
     let generation = get_i32(&mut buf)?;
     let protocol = get_nullable_string(&mut buf)?;
@@ -312,9 +321,9 @@ pub fn read_group_metadata_value(mut buf: Bytes) -> anyhow::Result<GroupMetadata
 /// `String.hashCode` (31-polynomial over UTF-16 code units, wrapping) and Kafka's
 /// `Utils.abs` (`Integer.MIN_VALUE` maps to 0).
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    let hash = group_id
-        .encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    let hash = group_id.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
     let abs = if hash == i32::MIN { 0 } else { hash.abs() };
     abs % partitions.max(1)
 }
@@ -405,9 +414,15 @@ mod tests {
     #[test]
     fn records_go_into_one_valid_batch() {
         let records = vec![
-            (offset_commit_key("g", "t", 0), Some(Bytes::from_static(b"v0"))),
+            (
+                offset_commit_key("g", "t", 0),
+                Some(Bytes::from_static(b"v0")),
+            ),
             (offset_commit_key("g", "t", 1), None),
-            (offset_commit_key("g", "t", 2), Some(Bytes::from_static(b"v2"))),
+            (
+                offset_commit_key("g", "t", 2),
+                Some(Bytes::from_static(b"v2")),
+            ),
         ];
         let bytes = batch(&records, 5).unwrap();
         let batches: Vec<_> = RecordBatches::new(&bytes).collect();
