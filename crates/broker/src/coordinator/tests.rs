@@ -158,7 +158,13 @@ impl Harness {
             .is_some_and(|h| h.state.lock().has(member))
     }
 
-    fn commit(&self, group: &str, member: &str, generation: i32, offset: i64) -> Pending<Vec<(OffsetKey, Option<ResponseError>)>> {
+    fn commit(
+        &self,
+        group: &str,
+        member: &str,
+        generation: i32,
+        offset: i64,
+    ) -> Pending<Vec<(OffsetKey, Option<ResponseError>)>> {
         let (tx, rx) = mpsc::channel();
         self.c.handle_commit_offsets(
             &ctx("client"),
@@ -205,7 +211,10 @@ impl Harness {
 fn two_members_join_one_generation_thanks_to_the_initial_delay() {
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 3_000);
     let a = h.join("g", "");
-    assert_eq!(h.state("g").map(|s| s.0), Some(GroupState::PreparingRebalance));
+    assert_eq!(
+        h.state("g").map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
     let pending = h.c.rebalance_purgatory.snapshot(10).pending;
     assert_eq!(pending.len(), 1);
     assert!(
@@ -232,13 +241,20 @@ fn two_members_join_one_generation_thanks_to_the_initial_delay() {
     assert_eq!((a.generation_id, b.generation_id), (1, 1));
     assert_eq!(a.leader_id, a.member_id);
     assert_eq!(b.leader_id, a.member_id);
-    assert_eq!(a.members.len(), 2, "the leader gets every member's metadata");
+    assert_eq!(
+        a.members.len(),
+        2,
+        "the leader gets every member's metadata"
+    );
     assert!(b.members.is_empty(), "a follower gets none");
     assert_eq!(a.protocol_name.as_deref(), Some("range"));
     assert_eq!(h.state("g"), Some((GroupState::CompletingRebalance, 1, 2)));
     // Now a DelayedSync waits for both SyncGroups.
     let pending = h.c.rebalance_purgatory.snapshot(10).pending;
-    assert!(pending[0].description.starts_with("DelayedSync"), "{pending:?}");
+    assert!(
+        pending[0].description.starts_with("DelayedSync"),
+        "{pending:?}"
+    );
 }
 
 #[test]
@@ -256,24 +272,35 @@ fn a_third_member_makes_the_group_rebalance() {
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     let (a, b) = h.stable_pair("g");
     let c = h.join("g", "");
-    assert_eq!(h.state("g").map(|s| s.0), Some(GroupState::PreparingRebalance));
+    assert_eq!(
+        h.state("g").map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
     // Heartbeats tell the old members to rejoin.
-    assert_eq!(h.heartbeat("g", &a, 1), Some(ResponseError::RebalanceInProgress));
-    assert_eq!(h.heartbeat("g", &b, 1), Some(ResponseError::RebalanceInProgress));
+    assert_eq!(
+        h.heartbeat("g", &a, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
+    assert_eq!(
+        h.heartbeat("g", &b, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
     let a_again = h.join("g", &a);
     c.assert_waiting("c: b has not rejoined");
     let b_again = h.join("g", &b);
     // The last one in completes the DelayedJoin at once, no timeout needed.
-    let (a2, b2, c2) = (
-        a_again.expect("a"),
-        b_again.expect("b"),
-        c.expect("c"),
+    let (a2, b2, c2) = (a_again.expect("a"), b_again.expect("b"), c.expect("c"));
+    assert_eq!(
+        (a2.generation_id, b2.generation_id, c2.generation_id),
+        (2, 2, 2)
     );
-    assert_eq!((a2.generation_id, b2.generation_id, c2.generation_id), (2, 2, 2));
     assert_eq!(a2.members.len(), 3);
     assert_eq!(h.state("g"), Some((GroupState::CompletingRebalance, 2, 3)));
     // The old generation is over.
-    assert_eq!(h.heartbeat("g", &a, 1), Some(ResponseError::IllegalGeneration));
+    assert_eq!(
+        h.heartbeat("g", &a, 1),
+        Some(ResponseError::IllegalGeneration)
+    );
     assert_eq!(h.heartbeat("g", &a, 2), None);
 }
 
@@ -285,7 +312,10 @@ fn delayed_join_expiry_removes_the_member_that_did_not_rejoin() {
     let c = h.join("g", "");
     let a_again = h.join("g", &a);
     h.advance(5_000);
-    assert_eq!(h.heartbeat("g", &b, 1), Some(ResponseError::RebalanceInProgress));
+    assert_eq!(
+        h.heartbeat("g", &b, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
     h.advance(4_999);
     a_again.assert_waiting("at 9999 ms: the rebalance timeout is 10000 ms");
     assert!(h.has_member("g", &b));
@@ -294,7 +324,10 @@ fn delayed_join_expiry_removes_the_member_that_did_not_rejoin() {
     assert_eq!((a2.generation_id, c2.generation_id), (2, 2));
     assert_eq!(a2.members.len(), 2, "b is gone");
     assert!(!h.has_member("g", &b));
-    assert_eq!(h.heartbeat("g", &b, 2), Some(ResponseError::UnknownMemberId));
+    assert_eq!(
+        h.heartbeat("g", &b, 2),
+        Some(ResponseError::UnknownMemberId)
+    );
 }
 
 #[test]
@@ -316,12 +349,24 @@ fn a_member_expires_exactly_at_its_session_timeout() {
         assert_eq!(h.heartbeat("g", &a, 1), None);
     }
     h.advance(deadline - 1 - h.rm.now_ms());
-    assert!(h.has_member("g", &b), "at session timeout - 1 ms b is still a member");
+    assert!(
+        h.has_member("g", &b),
+        "at session timeout - 1 ms b is still a member"
+    );
     assert_eq!(h.state("g").map(|s| s.0), Some(GroupState::Stable));
     h.advance(1);
-    assert!(!h.has_member("g", &b), "at the session timeout b is removed");
-    assert_eq!(h.state("g").map(|s| s.0), Some(GroupState::PreparingRebalance));
-    assert_eq!(h.heartbeat("g", &a, 1), Some(ResponseError::RebalanceInProgress));
+    assert!(
+        !h.has_member("g", &b),
+        "at the session timeout b is removed"
+    );
+    assert_eq!(
+        h.state("g").map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(
+        h.heartbeat("g", &a, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
     assert_eq!(h.c.heartbeat_purgatory.expired(), 1);
     // a alone rejoins: the DelayedJoin completes at once.
     let a2 = h.join("g", &a).expect("a rejoins");
@@ -353,9 +398,17 @@ fn leave_group_rebalances_at_once() {
     );
     assert_eq!((top, results[0].1), (None, None));
     assert!(!h.has_member("g", &b));
-    assert_eq!(h.state("g").map(|s| s.0), Some(GroupState::PreparingRebalance));
-    assert_eq!(h.heartbeat("g", &a, 1), Some(ResponseError::RebalanceInProgress));
-    let a2 = h.join("g", &a).expect("a rejoins, completing the rebalance at once");
+    assert_eq!(
+        h.state("g").map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(
+        h.heartbeat("g", &a, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
+    let a2 = h
+        .join("g", &a)
+        .expect("a rejoins, completing the rebalance at once");
     assert_eq!((a2.generation_id, a2.members.len()), (2, 1));
     // The last member leaving empties the group.
     h.sync("g", 2, &a, &[(&a, b"all")]).expect("synced");
@@ -379,24 +432,43 @@ fn a_static_member_rejoins_without_a_rebalance() {
     h.advance(0);
     let (a, b) = (a.expect("a").member_id, b.expect("b").member_id);
     h.sync("g", 1, &b, &[]);
-    h.sync("g", 1, &a, &[(&a, b"pa"), (&b, b"pb")]).expect("stable");
-    let appended = h.rm.partition("__consumer_offsets", h.c.manager.partition_for("g")).unwrap().lock().log_end_offset();
+    h.sync("g", 1, &a, &[(&a, b"pa"), (&b, b"pb")])
+        .expect("stable");
+    let appended =
+        h.rm.partition("__consumer_offsets", h.c.manager.partition_for("g"))
+            .unwrap()
+            .lock()
+            .log_end_offset();
 
     // The static member restarts: it rejoins with its instance id and no member id.
     let again = join_static("").expect("answered without waiting for a rebalance");
     assert_eq!(again.error, None);
     assert_ne!(again.member_id, a, "a new member id");
     assert_eq!(again.generation_id, 1, "same generation: no rebalance");
-    assert_eq!(again.leader_id, a, "before JoinGroup v9 the old leader id, so it does not reassign");
+    assert_eq!(
+        again.leader_id, a,
+        "before JoinGroup v9 the old leader id, so it does not reassign"
+    );
     assert_eq!(h.state("g"), Some((GroupState::Stable, 1, 2)));
-    let after = h.rm.partition("__consumer_offsets", h.c.manager.partition_for("g")).unwrap().lock().log_end_offset();
-    assert_eq!(after, appended + 1, "its new member id was stored in __consumer_offsets");
+    let after =
+        h.rm.partition("__consumer_offsets", h.c.manager.partition_for("g"))
+            .unwrap()
+            .lock()
+            .log_end_offset();
+    assert_eq!(
+        after,
+        appended + 1,
+        "its new member id was stored in __consumer_offsets"
+    );
     // Its old id is fenced, its new one works, and it keeps its assignment.
     assert_eq!(
         h.c.handle_heartbeat("g", &a, Some("host-1"), 1),
         Some(ResponseError::FencedInstanceId)
     );
-    assert_eq!(h.c.handle_heartbeat("g", &again.member_id, Some("host-1"), 1), None);
+    assert_eq!(
+        h.c.handle_heartbeat("g", &again.member_id, Some("host-1"), 1),
+        None
+    );
     let synced = h.sync("g", 1, &again.member_id, &[]).expect("stable sync");
     assert_eq!(&synced.assignment[..], b"pa");
     // A join naming the old member id with the instance id is fenced too.
@@ -408,9 +480,18 @@ fn a_static_member_rejoins_without_a_rebalance() {
 fn stale_generations_and_unknown_members_are_refused() {
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     let (a, _b) = h.stable_pair("g");
-    assert_eq!(h.heartbeat("g", &a, 0), Some(ResponseError::IllegalGeneration));
-    assert_eq!(h.heartbeat("g", "stranger", 1), Some(ResponseError::UnknownMemberId));
-    assert_eq!(h.heartbeat("nope", &a, 1), Some(ResponseError::UnknownMemberId));
+    assert_eq!(
+        h.heartbeat("g", &a, 0),
+        Some(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        h.heartbeat("g", "stranger", 1),
+        Some(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        h.heartbeat("nope", &a, 1),
+        Some(ResponseError::UnknownMemberId)
+    );
     assert_eq!(h.heartbeat("", &a, 1), Some(ResponseError::InvalidGroupId));
     assert_eq!(
         h.sync("g", 7, &a, &[]).expect("sync").error,
@@ -423,7 +504,11 @@ fn stale_generations_and_unknown_members_are_refused() {
     let commit = h.commit("g", &a, 0, 5).expect("commit");
     assert_eq!(commit[0].1, Some(ResponseError::IllegalGeneration));
     let commit = h.commit("g", "", -1, 5).expect("commit");
-    assert_eq!(commit[0].1, Some(ResponseError::UnknownMemberId), "only members commit for a group with members");
+    assert_eq!(
+        commit[0].1,
+        Some(ResponseError::UnknownMemberId),
+        "only members commit for a group with members"
+    );
     assert_eq!(h.commit("g", &a, 1, 5).expect("commit")[0].1, None);
     assert_eq!(
         h.join("g", "stranger").expect("join").error,
@@ -447,7 +532,10 @@ fn stale_generations_and_unknown_members_are_refused() {
     );
     assert_eq!(
         h.c.handle_delete_groups(&["g".into(), "nope".into()]),
-        vec![Some(ResponseError::NonEmptyGroup), Some(ResponseError::GroupIdNotFound)]
+        vec![
+            Some(ResponseError::NonEmptyGroup),
+            Some(ResponseError::GroupIdNotFound)
+        ]
     );
 }
 
@@ -460,7 +548,11 @@ fn member_id_required_then_the_pending_member_expires() {
     assert_eq!(first.error, Some(ResponseError::MemberIdRequired));
     assert!(first.member_id.starts_with("client-"));
     let pending = h.c.heartbeat_purgatory.snapshot(10).pending;
-    assert_eq!(pending.len(), 1, "a DelayedHeartbeat for the pending member");
+    assert_eq!(
+        pending.len(),
+        1,
+        "a DelayedHeartbeat for the pending member"
+    );
     assert_eq!(pending[0].deadline_ms, SESSION as u64);
     // It never comes back: after the session timeout its id is forgotten, and the group,
     // which never had a member, with it.
@@ -528,9 +620,11 @@ fn an_offset_commit_is_visible_only_once_appended_and_survives_the_group_emptyin
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     // A consumer without group management commits with generation -1.
     assert_eq!(h.commit("solo", "", -1, 17).expect("commit")[0].1, None);
-    let fetched = h
-        .c
-        .handle_fetch_offsets("solo", true, Some(vec![(Arc::from("t"), 0), (Arc::from("t"), 1)]));
+    let fetched = h.c.handle_fetch_offsets(
+        "solo",
+        true,
+        Some(vec![(Arc::from("t"), 0), (Arc::from("t"), 1)]),
+    );
     assert_eq!(fetched[0].1.offset, 17);
     assert_eq!(fetched[1].1.offset, -1);
     let all = h.c.handle_fetch_offsets("solo", false, None);
