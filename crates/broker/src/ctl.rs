@@ -164,7 +164,7 @@ pub fn render_groups(state: &Value) -> String {
         let list = |key: &str| {
             g[key]
                 .as_array()
-                .map(|a| a.iter().map(|v| s(v)).collect::<Vec<_>>().join(", "))
+                .map(|a| a.iter().map(&s).collect::<Vec<_>>().join(", "))
                 .unwrap_or_default()
         };
         if !list("pending_members").is_empty() {

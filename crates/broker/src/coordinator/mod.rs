@@ -80,6 +80,9 @@ pub const TRACE_TARGET: &str = "purgatory::group";
 /// long (it cannot heartbeat before it has an id).
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 
+/// The longest `group.instance.id` accepted (Kafka's client-side limit, as for topic names).
+pub const MAX_GROUP_INSTANCE_ID_LEN: usize = 249;
+
 /// Kafka's `authorizedOperations` for a group when every operation is allowed: READ (3),
 /// DELETE (6) and DESCRIBE (8).
 pub const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
@@ -372,6 +375,10 @@ impl GroupCoordinator {
         if !create {
             return Ok(None);
         }
+        if group_id.len() > i16::MAX as usize {
+            // Its records in __consumer_offsets could not hold it.
+            return Err(ResponseError::InvalidGroupId);
+        }
         if let Err(why) = self.manager.ensure_offsets_topic() {
             warn!(target: TRACE_TARGET, group = group_id, %why, "cannot create the group");
             return Err(ResponseError::CoordinatorNotAvailable);
@@ -556,6 +563,21 @@ impl GroupCoordinator {
             return callback(JoinGroupResult::error(
                 &p.member_id,
                 ResponseError::InvalidGroupId,
+            ));
+        }
+        // What the group keeps and shows back to any client at any version must fit an
+        // int16-length string; a group.instance.id also becomes part of a member id, and
+        // Kafka's own client allows at most 249 characters for it.
+        let too_long = |s: &str| s.len() > i16::MAX as usize;
+        if p.group_instance_id
+            .as_deref()
+            .is_some_and(|i| i.len() > MAX_GROUP_INSTANCE_ID_LEN)
+            || too_long(&p.protocol_type)
+            || p.protocols.iter().any(|(name, _)| too_long(name))
+        {
+            return callback(JoinGroupResult::error(
+                &p.member_id,
+                ResponseError::InvalidRequest,
             ));
         }
         if p.session_timeout_ms < self.config.min_session_timeout_ms
@@ -1048,7 +1070,7 @@ impl GroupCoordinator {
                 "rebalance: DelayedJoin expired; members that did not rejoin are removed"
             );
         } else {
-            info!(target: TRACE_TARGET, group = %g.group_id, members = g.size(), "rebalance: DelayedJoin completed, every member rejoined");
+            info!(target: TRACE_TARGET, group = %g.group_id, members = g.size(), "rebalance: join phase over, every member rejoined");
         }
         if !g.maybe_elect_new_joined_leader() && g.size() > 0 {
             // Only static members that have not rejoined are left: wait for them again.

@@ -103,11 +103,16 @@ pub enum RecordKey {
     },
 }
 
+/// An int16-length string. The coordinator refuses group ids that do not fit; any other
+/// longer string (a client's instance id or host, which flexible request versions allow
+/// to be longer) is cut at the last character that fits.
 fn put_string(buf: &mut BytesMut, s: &str) {
-    let bytes = s.as_bytes();
-    let len = bytes.len().min(i16::MAX as usize);
+    let mut len = s.len().min(i16::MAX as usize);
+    while !s.is_char_boundary(len) {
+        len -= 1;
+    }
     buf.put_i16(len as i16);
-    buf.put_slice(&bytes[..len]);
+    buf.put_slice(&s.as_bytes()[..len]);
 }
 
 fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
