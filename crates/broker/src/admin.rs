@@ -85,7 +85,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// The whole picture, as served by `GET /api/state`.
-pub fn state_json(rm: &Arc<ReplicaManager>, followers: &EmbeddedFollowers) -> Value {
+pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
     let partitions: Vec<Value> = rm
         .topics()
         .iter()
@@ -95,7 +95,7 @@ pub fn state_json(rm: &Arc<ReplicaManager>, followers: &EmbeddedFollowers) -> Va
                 .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
         })
         .collect();
-    let coordinator = GroupCoordinator::of(rm);
+    let coordinator = GroupCoordinator::existing(rm);
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),

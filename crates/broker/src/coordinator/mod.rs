@@ -323,6 +323,11 @@ impl GroupCoordinator {
         rm.coordinator_or_init(|| GroupCoordinator::new(rm))
     }
 
+    /// The broker's coordinator if it has been created (the broker creates it at start-up).
+    pub fn existing(rm: &ReplicaManager) -> Option<Arc<GroupCoordinator>> {
+        rm.coordinator()
+    }
+
     /// A coordinator appending through `rm`, on `rm`'s timer.
     pub fn new(rm: &Arc<ReplicaManager>) -> Arc<GroupCoordinator> {
         let purgatory_config = PurgatoryConfig {

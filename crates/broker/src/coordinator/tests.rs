@@ -374,17 +374,6 @@ fn a_member_expires_exactly_at_its_session_timeout() {
 }
 
 #[test]
-fn a_closed_connection_is_not_a_departure() {
-    // Nothing in the coordinator knows about connections: a member whose JoinGroup
-    // answer can no longer be delivered stays until its session expires.
-    let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
-    let (a, b) = h.stable_pair("g");
-    let rx = h.join("g", &a);
-    drop(rx); // the client is gone; its parked JoinGroup cannot be answered
-    assert!(h.has_member("g", &a) && h.has_member("g", &b));
-}
-
-#[test]
 fn leave_group_rebalances_at_once() {
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     let (a, b) = h.stable_pair("g");

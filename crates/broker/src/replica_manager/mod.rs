@@ -163,6 +163,11 @@ impl ReplicaManager {
         erased.clone().downcast::<T>().ok()
     }
 
+    /// The `T` in the coordinator slot, if it has been created.
+    pub fn coordinator<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.coordinator.get()?.clone().downcast::<T>().ok()
+    }
+
     /// The cluster id reported in Metadata.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
