@@ -184,3 +184,50 @@ def test_kcat_balanced_consumer_commits_and_resumes(broker):
              lambda: any(o["offset"] == 5 for o in (group_state(broker, group) or {}).get("offsets", [])))
     kcat_produce(["k5", "k6", "k7"])
     assert kcat_consume() == [("5", "k5"), ("6", "k6"), ("7", "k7")], "resumed from the committed offset"
+
+
+def test_admin_clients_list_describe_fetch_offsets_and_delete_groups(broker):
+    """kafka-python's admin (ListGroups v5, DescribeGroups v6, batched FindCoordinator and
+    OffsetFetch v8, DeleteGroups v2) and confluent-kafka's (librdkafka's) on a live group."""
+    from confluent_kafka import ConsumerGroupState
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+
+    topic, group = "adm-topic", "adm-group"
+    create_topic(broker, topic, 2)
+    produce(broker, topic, [(i % 2, f"a{i}") for i in range(4)])
+    c = consumer(broker, group)
+    c.subscribe([topic])
+    got = []
+    wait_for("the consumer to read 4 messages", lambda: (poll_into(c, got), len(got) == 4)[-1], 60)
+    c.commit(asynchronous=False)
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    listed = {g["group_id"]: g for g in admin.list_groups()}
+    assert listed[group]["protocol_type"] == "consumer"
+    assert listed[group]["group_state"] == "Stable"
+    assert group in {g["group_id"] for g in admin.list_groups(states_filter=["stable"])}
+    assert group not in {g["group_id"] for g in admin.list_groups(states_filter=["empty"])}
+    described = admin.describe_groups([group])[group]
+    assert described["error"] is None
+    assert (described["group_state"], described["protocol_type"]) == ("Stable", "consumer")
+    assert len(described["members"]) == 1
+    assert described["members"][0]["client_id"] == "rdkafka"
+    offsets = admin.list_group_offsets(group)[group]
+    assert {tp: o.offset for tp, o in offsets.items()} == {KTP(topic, 0): 2, KTP(topic, 1): 2}
+    assert admin.delete_groups([group]) == {group: "NonEmptyGroupError"}
+
+    ca = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listing = {g.group_id: g for g in ca.list_consumer_groups().result(30).valid}
+    assert listing[group].state == ConsumerGroupState.STABLE
+    description = ca.describe_consumer_groups([group])[group].result(30)
+    assert description.state == ConsumerGroupState.STABLE
+    assert sorted(tp.partition for tp in description.members[0].assignment.topic_partitions) == [0, 1]
+
+    c.close()
+    wait_for("the group to empty", lambda: group_state(broker, group)["state"] == "Empty")
+    assert ca.delete_consumer_groups([group])[group].result(30) is None
+    assert group_state(broker, group) is None
+    assert admin.delete_groups([group]) == {group: "GroupIdNotFoundError"}
+    assert admin.list_group_offsets(group)[group] == {}
+    admin.close()

@@ -1243,10 +1243,12 @@ impl GroupCoordinator {
         fx: &mut Fx,
     ) {
         let members = g.member_ids();
+        let by_id: HashMap<&str, &Arc<str>> = members.iter().map(|m| (&**m, m)).collect();
         let mut assignment: HashMap<Arc<str>, Bytes> = HashMap::with_capacity(members.len());
         for (member, bytes) in &p.assignments {
-            if let Some(id) = members.iter().find(|m| ***m == **member) {
-                assignment.insert(id.clone(), bytes.clone());
+            // Entries for non-members are ignored, as Kafka ignores them.
+            if let Some(id) = by_id.get(member.as_str()) {
+                assignment.insert((*id).clone(), bytes.clone());
             }
         }
         let missing: Vec<&Arc<str>> = members

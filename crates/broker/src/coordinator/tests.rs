@@ -623,3 +623,25 @@ fn an_offset_commit_is_visible_only_once_appended_and_survives_the_group_emptyin
     assert_eq!(h.c.handle_fetch_offsets("solo", false, None).len(), 0);
     assert_eq!(h.c.counts(), (0, 0, 0));
 }
+
+#[test]
+fn a_static_leader_rejoining_with_join_group_v9_is_told_to_skip_the_assignment() {
+    let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
+    let mut p = h.join_params("g", "", Some("leader-pod"));
+    p.support_skipping_assignment = true;
+    let a = h.join_with(p.clone());
+    h.advance(0);
+    let a = a.expect("a").member_id;
+    h.sync("g", 1, &a, &[(&a, b"pa")]).expect("stable");
+    let again = h.join_with(p).expect("answered at once");
+    assert_eq!(again.error, None);
+    assert_eq!(again.generation_id, 1, "no rebalance");
+    assert!(again.skip_assignment, "v9: it leads, but must not reassign");
+    assert_eq!(again.leader_id, again.member_id);
+    assert_eq!(
+        again.members.len(),
+        1,
+        "it gets the members, to keep watching them"
+    );
+    assert_eq!(h.state("g"), Some((GroupState::Stable, 1, 1)));
+}
