@@ -26,6 +26,7 @@
 //! (lateness percentiles, achieved request rate, bytes per entry), not micro-benchmarks.
 
 mod alloc;
+mod cpu;
 mod heap;
 mod impls;
 mod rng;
