@@ -87,17 +87,29 @@ impl<T> Slab<T> {
         slab
     }
 
-    /// Make room for `additional` more timers.
+    /// Make room for `additional` more slots than the slab has (in use or free).
     pub(crate) fn reserve(&mut self, additional: usize) {
-        self.slots.reserve(additional);
-        advise_huge_pages(&self.slots);
+        let needed = self.slots.len().saturating_add(additional);
+        if needed > self.slots.capacity() {
+            self.reallocate(needed);
+        }
     }
 
-    /// Grow by half at least (amortised O(1) per insert), advising huge pages.
+    /// Grow by half (amortised O(1) per insert).
     #[cold]
     fn grow(&mut self) {
-        let more = (self.slots.capacity() / 2).max(64);
-        self.reserve(more);
+        let capacity = self.slots.capacity();
+        self.reallocate(capacity + (capacity / 2).max(64));
+    }
+
+    /// Move the slots to a buffer of `capacity` slots, advised to use huge pages before
+    /// anything is written to it (advice after the copy would come too late: the copy
+    /// would already have faulted the buffer in with small pages).
+    fn reallocate(&mut self, capacity: usize) {
+        let mut slots = Vec::with_capacity(capacity);
+        advise_huge_pages(&slots);
+        slots.append(&mut self.slots);
+        self.slots = slots;
     }
 
     /// Bytes per slot.

@@ -211,7 +211,8 @@ impl<T> TimingWheel<T> {
             buckets: Vec::new(),
             due: List::default(),
             queue: BucketQueue::default(),
-            slab: Slab::with_capacity(capacity),
+            // Plus the slots of cancels waiting to be settled, which are not free yet.
+            slab: Slab::with_capacity(capacity.saturating_add(SETTLE_BATCH)),
             next_seq: 0,
             now,
             cascading: Vec::new(),
@@ -230,7 +231,8 @@ impl<T> TimingWheel<T> {
 
     /// Make room for `additional` more pending timers without reallocating the slab.
     pub fn reserve(&mut self, additional: usize) {
-        self.slab.reserve(additional);
+        // Plus the slots of cancels waiting to be settled, which are not free yet.
+        self.slab.reserve(additional.saturating_add(SETTLE_BATCH));
     }
 
     /// Width of a level-0 bucket.
