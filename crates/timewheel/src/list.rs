@@ -21,46 +21,55 @@ const LARGE_LIST: usize = 4096;
 /// Which list an entry is in: the wheel's *due* list, or one of the two lists of a bucket
 /// (its *head* or the *rest*; see "Incremental cascades" in `wheel/mod.rs`).
 ///
-/// Packed in 32 bits so that a slot can hold it: `2 * bucket` for the rest, `2 * bucket + 1`
-/// for the head, `u32::MAX` for the due list. Nothing outside this type looks at the bits.
+/// It is also the list's index in the wheel's array of lists: 0 for the due list,
+/// `1 + 2 * bucket` for a bucket's rest, `2 + 2 * bucket` for its head. Packed in 32 bits
+/// so that a slot can hold it. Nothing outside this type computes with the number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ListId(u32);
 
-/// The largest bucket number a [`ListId`] can name.
-pub(crate) const MAX_BUCKETS: usize = (u32::MAX / 2) as usize;
+/// The largest bucket number a [`ListId`] can name (plus one).
+pub(crate) const MAX_BUCKETS: usize = (u32::MAX / 2 - 1) as usize;
 
 impl ListId {
     /// The due list.
-    pub(crate) const DUE: ListId = ListId(u32::MAX);
+    pub(crate) const DUE: ListId = ListId(0);
 
     /// The *rest* list of bucket `bucket` (`bucket < MAX_BUCKETS`).
     pub(crate) fn rest(bucket: usize) -> ListId {
         debug_assert!(bucket < MAX_BUCKETS);
-        ListId((bucket as u32) << 1)
+        ListId(1 + 2 * bucket as u32)
     }
 
     /// The *head* list of bucket `bucket` (`bucket < MAX_BUCKETS`).
     pub(crate) fn head(bucket: usize) -> ListId {
         debug_assert!(bucket < MAX_BUCKETS);
-        ListId(((bucket as u32) << 1) | 1)
+        ListId(2 + 2 * bucket as u32)
     }
 
     /// The bucket this list belongs to; `None` for the due list.
     pub(crate) fn bucket(self) -> Option<usize> {
-        (self != ListId::DUE).then_some((self.0 >> 1) as usize)
+        self.0.checked_sub(1).map(|n| (n / 2) as usize)
     }
 
-    /// True for a bucket's head list.
-    pub(crate) fn is_head(self) -> bool {
-        self != ListId::DUE && self.0 & 1 == 1
+    /// The list's index in the wheel's array of lists.
+    #[inline]
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// How many lists `buckets` buckets and the due list make.
+    pub(crate) fn lists_for(buckets: usize) -> usize {
+        1 + 2 * buckets
     }
 
     /// The raw bits, for the slab to store.
+    #[inline]
     pub(crate) fn to_bits(self) -> u32 {
         self.0
     }
 
     /// Back from [`to_bits`](ListId::to_bits).
+    #[inline]
     pub(crate) fn from_bits(bits: u32) -> ListId {
         ListId(bits)
     }
@@ -217,14 +226,27 @@ mod tests {
     #[test]
     fn list_ids_name_the_due_list_or_a_buckets_head_or_rest() {
         assert_eq!(ListId::DUE.bucket(), None);
-        assert!(!ListId::DUE.is_head());
         assert_eq!(ListId::rest(7).bucket(), Some(7));
-        assert!(!ListId::rest(7).is_head());
         assert_eq!(ListId::head(7).bucket(), Some(7));
-        assert!(ListId::head(7).is_head());
-        assert_ne!(ListId::head(MAX_BUCKETS - 1), ListId::DUE);
+        assert_eq!(
+            ListId::head(MAX_BUCKETS - 1).bucket(),
+            Some(MAX_BUCKETS - 1)
+        );
+        assert!(
+            ListId::head(MAX_BUCKETS - 1).to_bits() < u32::MAX,
+            "u32::MAX is no list"
+        );
         let id = ListId::head(3);
         assert_eq!(ListId::from_bits(id.to_bits()), id);
+        let ids = [
+            ListId::DUE,
+            ListId::rest(0),
+            ListId::head(0),
+            ListId::rest(1),
+        ];
+        let indices: Vec<usize> = ids.iter().map(|id| id.index()).collect();
+        assert_eq!(indices, vec![0, 1, 2, 3]);
+        assert_eq!(ListId::lists_for(2), 5);
     }
 
     #[test]

@@ -217,19 +217,30 @@ impl<T> Slab<T> {
     /// up), and return the list its item is in (a tombstone from now on).
     #[inline]
     pub(crate) fn release(&mut self, index: u32) -> ListId {
-        let slot = &mut self.slots[index as usize];
-        debug_assert!(slot.value.is_none(), "only a taken slot is released");
-        let list = ListId::from_bits(slot.link);
-        if slot.generation == LAST_GENERATION {
-            self.retired += 1;
-            slot.generation = RETIRED;
-            slot.link = NIL;
-        } else {
-            slot.generation += 1;
-            slot.link = self.free_head;
-            self.free_head = index;
+        let mut one = [index];
+        self.release_all(&mut one);
+        ListId::from_bits(one[0])
+    }
+
+    /// [`release`](Slab::release) every slot of `batch`, replacing each slot index with the
+    /// bits of the [`ListId`] its item is in.
+    #[inline]
+    pub(crate) fn release_all(&mut self, batch: &mut [u32]) {
+        for entry in batch {
+            let index = *entry;
+            let slot = &mut self.slots[index as usize];
+            debug_assert!(slot.value.is_none(), "only a taken slot is released");
+            *entry = slot.link;
+            if slot.generation == LAST_GENERATION {
+                self.retired += 1;
+                slot.generation = RETIRED;
+                slot.link = NIL;
+            } else {
+                slot.generation += 1;
+                slot.link = self.free_head;
+                self.free_head = index;
+            }
         }
-        list
     }
 
     /// Number of retired slots.

@@ -136,11 +136,7 @@ fn a_bucket_emptied_by_cancels_still_fires_the_next_timer_put_in_it() {
     // queued, and the timer fire.
     let mut wheel = TimingWheel::new(1, 20, 0);
     let mut keys = vec![wheel.insert(1_000, 0)];
-    let capacity = wheel
-        .buckets
-        .iter()
-        .map(|b| b.rest.capacity())
-        .sum::<usize>();
+    let capacity = wheel.lists.iter().map(List::capacity).sum::<usize>();
     while keys.len() < capacity {
         keys.push(wheel.insert(1_000, keys.len() as u32));
     }
@@ -208,11 +204,7 @@ fn a_list_that_keeps_receiving_timers_reuses_its_buffer() {
         }
     }
     assert_eq!(wheel.len(), 1_000);
-    let capacity: usize = wheel
-        .buckets
-        .iter()
-        .map(|b| b.rest.capacity() + b.head.capacity())
-        .sum();
+    let capacity: usize = wheel.lists.iter().map(List::capacity).sum();
     assert!(
         capacity <= 4 * 1_000 + 4 * COMPACT_MIN,
         "capacity {capacity}"
@@ -264,13 +256,8 @@ fn tombstones_are_compacted_and_never_fire() {
         // entries are tombstones and recycled when flushed, so what is listed stays
         // within a small multiple of the most timers ever pending.
         peak = peak.max(model.len());
-        let items: usize = wheel.due.len()
-            + wheel
-                .buckets
-                .iter()
-                .map(|b| b.rest.len() + b.head.len())
-                .sum::<usize>();
-        let lists = 1 + 2 * wheel.buckets.len();
+        let items: usize = wheel.lists.iter().map(List::len).sum();
+        let lists = wheel.lists.len();
         assert!(items <= 4 * peak + lists * COMPACT_MIN, "{items} listed");
         assert!(wheel.slab.capacity() <= 2 * (model.len() + 4_000));
         // Fire what is due by the next step and compare with the model.
