@@ -610,7 +610,9 @@ impl<T> TimingWheel<T> {
     #[inline]
     fn push(&mut self, id: ListId, item: Item) {
         let slab = &self.slab;
-        self.lists[id.index()].push(item, |i| slab.is_current(i.index, i.generation));
+        self.lists[id.index()].push(item, slab.tags(), |i| {
+            slab.is_current(i.index, i.generation)
+        });
     }
 
     /// File an entry (taken out of its list, current) again: into the due list, or into
