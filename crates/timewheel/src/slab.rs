@@ -246,9 +246,12 @@ impl<T> Slab<T> {
     /// bits of the [`ListId`] its item is in.
     #[inline]
     pub(crate) fn release_all(&mut self, batch: &mut [u32]) {
+        // Locals, so that the compiler keeps them in registers across the stores.
+        let (slots, tags) = (&mut self.slots[..], &mut self.tags[..]);
+        let mut free_head = self.free_head;
         for entry in batch {
             let index = *entry;
-            let slot = &mut self.slots[index as usize];
+            let slot = &mut slots[index as usize];
             debug_assert!(slot.value.is_none(), "only a taken slot is released");
             *entry = slot.link;
             if slot.generation == LAST_GENERATION {
@@ -257,11 +260,12 @@ impl<T> Slab<T> {
                 slot.link = NIL;
             } else {
                 slot.generation += 1;
-                slot.link = self.free_head;
-                self.free_head = index;
+                slot.link = free_head;
+                free_head = index;
             }
-            self.tags[index as usize] = slot.generation as u8;
+            tags[index as usize] = slot.generation as u8;
         }
+        self.free_head = free_head;
     }
 
     /// Number of retired slots.

@@ -103,7 +103,7 @@ use crate::slab::{Key, Slab};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelPosition, WheelSnapshot};
 
 use cascade::{Cascade, CascadeStats};
-use level::{place_in, Level, Placement, Span};
+use level::{place_in, Level, Span};
 
 /// Cancels are settled (slots released, tombstones counted) this many at a time.
 const SETTLE_BATCH: usize = 128;
@@ -356,9 +356,10 @@ impl<T> TimingWheel<T> {
         let batch = &mut self.unsettled.slots[..n];
         // Each slot index becomes the id of the list its tombstone is in.
         self.slab.release_all(batch);
+        let lists = &mut self.lists[..];
         let mut emptied = false;
         for &id in batch.iter() {
-            emptied |= self.lists[id as usize].bury();
+            emptied |= lists[id as usize].bury();
         }
         if emptied {
             for at in 0..n {
@@ -383,7 +384,9 @@ impl<T> TimingWheel<T> {
                 self.list_mut(ListId::rest(b)).clear();
                 self.queue.remove(b as u32);
                 self.cascading.retain(|c| c.bucket != b);
-                self.last = Span::EMPTY;
+                if self.last.placement.bucket == b {
+                    self.last = Span::EMPTY;
+                }
             }
         }
     }
@@ -572,19 +575,18 @@ impl<T> TimingWheel<T> {
         } else {
             deadline.div_ceil(self.tick_ms) * self.tick_ms
         };
-        let placement = if self.last.contains(expiration) {
-            self.last.placement
-        } else {
-            self.place_new(expiration)
-        };
-        (placement.list, placement.expiration)
+        if self.last.contains(expiration) {
+            let last = &self.last.placement;
+            return (last.list, last.expiration);
+        }
+        self.place_new(expiration)
     }
 
     /// The placement of an expiration past the current time: the finest level that covers
     /// it (creating overflow levels as needed). Its bucket joins the queue if it was empty;
     /// the placement is remembered.
     #[inline(never)]
-    fn place_new(&mut self, expiration: u64) -> Placement {
+    fn place_new(&mut self, expiration: u64) -> (ListId, u64) {
         let mut level = 0;
         while !self.levels[level].covers(expiration) {
             level += 1;
@@ -603,7 +605,7 @@ impl<T> TimingWheel<T> {
             self.expirations[b], placement.expiration,
             "one round a bucket"
         );
-        placement
+        (placement.list, placement.expiration)
     }
 
     /// Append an item to list `id` (compacting the list first if it is full of tombstones).
