@@ -1,8 +1,7 @@
 //! Bucket lists: Kafka's `TimerTaskList`, as a vector of items with tombstones.
 //!
 //! A bucket's timers are listed as [`Item`]s in a [`List`]. An item names the timer's slot
-//! and generation (see `slab.rs`) and carries its deadline and insertion number, which only
-//! flushes read. Cancelling a timer does not unlink its item: the slot is released and the
+//! and generation (see `slab.rs`) and carries its deadline, which only flushes read. Cancelling a timer does not unlink its item: the slot is released and the
 //! item stays behind as a *tombstone*, counted in [`List::dead`], until the list is
 //! flushed, emptied or compacted. An item is *current* while its slot still holds the
 //! generation it names; generations are never reused (see `slab.rs`), so that test is
@@ -75,16 +74,14 @@ impl ListId {
     }
 }
 
-/// One listed timer: its slot and generation, deadline and insertion number. A tombstone
-/// once that timer is gone.
+/// One listed timer: its slot and generation, and its deadline. A tombstone once that
+/// timer is gone. 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Item {
     pub(crate) index: u32,
     pub(crate) generation: u32,
     /// When the timer is due, in milliseconds on the wheel's clock.
     pub(crate) deadline: u64,
-    /// Insertion number: the tie-breaker between equal deadlines.
-    pub(crate) seq: u64,
 }
 
 /// A list of items, some of which may be tombstones: O(1) push, iteration in insertion
@@ -240,7 +237,6 @@ mod tests {
             index,
             generation: 0,
             deadline: 0,
-            seq: index as u64,
         }
     }
 

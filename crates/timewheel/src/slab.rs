@@ -29,6 +29,14 @@
 //! has had a multiple of 256 timers since); the compaction knows when from its tombstone
 //! count and then settles it with [`Slab::is_current`], so the result is exact.
 //!
+//! **Insertion order.** A slot also holds its timer's insertion number ([`Slab::seq`]),
+//! which orders timers with equal deadlines when they fire. It is 32 bits: when the
+//! counter would reach `u32::MAX`, the pending timers are renumbered `0..n` in the order
+//! they were inserted (`renumber`: O(n log n), once per `2^32 - n` insertions), so the
+//! numbers of pending timers always compare as their insertion order. Keeping the number
+//! in the slot (4 bytes there) rather than in the list items keeps the items at 16 bytes:
+//! lists are written and compacted in bulk, several times per timer.
+//!
 //! There is no `unsafe` here: every access is a checked index, and the fields are private,
 //! so nothing outside this file can break the invariants:
 //! * an occupied slot has `value: Some(_)` and `link` names its list;
@@ -38,7 +46,9 @@
 //!   free slot and its generation is the one its next occupant gets (bumped on release);
 //!   if it is retired, it is on no list and its generation is [`RETIRED`];
 //! * `tags[i]` is the low byte of slot `i`'s generation, always;
-//! * `len` is the number of occupied slots.
+//! * `len` is the number of occupied slots;
+//! * occupied slots' insertion numbers are below `next_seq`, in the order the timers were
+//!   inserted.
 
 use crate::list::ListId;
 
@@ -64,12 +74,14 @@ pub struct Key {
     pub(crate) generation: u32,
 }
 
-/// One timer's slot. 12 bytes for a 4-byte payload with a niche (`NonZeroU32`), 24 for
-/// the timer's 24-byte task.
+/// One timer's slot. 16 bytes for a 4-byte payload with a niche (`NonZeroU32`), 32 for
+/// the timer's 16-byte task.
 struct Slot<T> {
     generation: u32,
     /// Occupied: the list (a [`ListId`]'s bits). Free: the next free slot, or [`NIL`].
     link: u32,
+    /// Occupied: the insertion number (see "Insertion order").
+    seq: u32,
     value: Option<T>,
 }
 
@@ -83,6 +95,8 @@ pub(crate) struct Slab<T> {
     len: usize,
     /// Slots whose generations are used up (see the module docs).
     retired: usize,
+    /// The next insertion number.
+    next_seq: u32,
 }
 
 impl<T> Slab<T> {
@@ -94,6 +108,7 @@ impl<T> Slab<T> {
             free_head: NIL,
             len: 0,
             retired: 0,
+            next_seq: 0,
         };
         advise_huge_pages(&slab.slots);
         slab
@@ -153,11 +168,17 @@ impl<T> Slab<T> {
     /// If `u32::MAX - 1` slots are in use.
     #[inline]
     pub(crate) fn insert(&mut self, value: T, list: ListId) -> (u32, u32) {
+        if self.next_seq == u32::MAX {
+            self.renumber();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         self.len += 1;
         if let Some(slot) = self.slots.get_mut(self.free_head as usize) {
             let index = self.free_head;
             self.free_head = slot.link;
             slot.link = list.to_bits();
+            slot.seq = seq;
             slot.value = Some(value);
             return (index, slot.generation);
         }
@@ -171,10 +192,34 @@ impl<T> Slab<T> {
         self.slots.push(Slot {
             generation: 0,
             link: list.to_bits(),
+            seq,
             value: Some(value),
         });
         self.tags.push(0);
         (index, 0)
+    }
+
+    /// The insertion number of the timer in slot `index` (occupied, or released and not
+    /// reused yet): timers inserted earlier have smaller numbers. Numbers change only when
+    /// a timer is inserted (see "Insertion order").
+    #[inline]
+    pub(crate) fn seq(&self, index: u32) -> u32 {
+        self.slots[index as usize].seq
+    }
+
+    /// Number the pending timers `0..n` in the order they were inserted.
+    #[cold]
+    #[inline(never)]
+    fn renumber(&mut self) {
+        let mut pending: Vec<(u32, u32)> = (0..self.slots.len() as u32)
+            .filter(|&i| self.slots[i as usize].value.is_some())
+            .map(|i| (self.slots[i as usize].seq, i))
+            .collect();
+        pending.sort_unstable();
+        for (seq, &(_, index)) in pending.iter().enumerate() {
+            self.slots[index as usize].seq = seq as u32;
+        }
+        self.next_seq = pending.len() as u32;
     }
 
     /// The occupied slot `index` if it holds generation `generation`.
@@ -266,6 +311,14 @@ impl<T> Slab<T> {
             tags[index as usize] = slot.generation as u8;
         }
         self.free_head = free_head;
+    }
+
+    /// Test hook: the next insertion number is `seq` (at least the current one), as if
+    /// that many timers had been inserted.
+    #[cfg(test)]
+    pub(crate) fn skip_to_seq(&mut self, seq: u32) {
+        assert!(seq >= self.next_seq);
+        self.next_seq = seq;
     }
 
     /// Number of retired slots.

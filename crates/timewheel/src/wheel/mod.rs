@@ -117,8 +117,9 @@ pub const MAX_DEADLINE_MS: u64 = 1 << 62;
 pub struct Expired<T> {
     /// The deadline it was scheduled for (clamped to [`MAX_DEADLINE_MS`]).
     pub deadline_ms: u64,
-    /// Insertion order, the tie-breaker between equal deadlines.
-    seq: u64,
+    /// Insertion number, the tie-breaker between equal deadlines (comparable within one
+    /// advance).
+    seq: u32,
     /// The payload given to [`TimingWheel::insert`].
     pub value: T,
 }
@@ -163,7 +164,6 @@ pub struct TimingWheel<T> {
     expirations: Vec<u64>,
     queue: BucketQueue,
     slab: Slab<T>,
-    next_seq: u64,
     /// The time last advanced to (not rounded): deadlines at or before it are due.
     now: u64,
     /// Expired buckets still being cascaded (usually none or one).
@@ -212,7 +212,6 @@ impl<T> TimingWheel<T> {
             queue: BucketQueue::default(),
             // Plus the slots of cancels waiting to be settled, which are not free yet.
             slab: Slab::with_capacity(capacity.saturating_add(SETTLE_BATCH)),
-            next_seq: 0,
             now,
             cascading: Vec::new(),
             stats: CascadeStats::default(),
@@ -309,8 +308,6 @@ impl<T> TimingWheel<T> {
     #[inline]
     pub(crate) fn insert_and_wake(&mut self, deadline_ms: u64, value: T) -> (Key, u64) {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let (list, wake) = self.target(deadline);
         let (index, generation) = self.slab.insert(value, list);
         self.push(
@@ -319,7 +316,6 @@ impl<T> TimingWheel<T> {
                 index,
                 generation,
                 deadline,
-                seq,
             },
         );
         let key = Key {
@@ -638,7 +634,8 @@ impl<T> TimingWheel<T> {
             if let Some((value, _)) = self.slab.remove(item.index, item.generation) {
                 out.push(Expired {
                     deadline_ms: item.deadline,
-                    seq: item.seq,
+                    // Still the timer's: a released slot keeps it until it is reused.
+                    seq: self.slab.seq(item.index),
                     value,
                 });
             }

@@ -456,3 +456,25 @@ fn a_chunked_cascade_adds_its_later_moves_to_its_flush_record() {
     assert_eq!(snap.levels[2].cascaded, 5_000);
     assert!(out.is_empty());
 }
+
+#[test]
+fn ties_keep_their_insertion_order_when_the_insertion_numbers_are_renumbered() {
+    let mut wheel = TimingWheel::new(1, 20, 0);
+    let early = wheel.insert(100, 1);
+    wheel.insert(50, 0);
+    wheel.remove(early);
+    wheel.insert(100, 2);
+    // As if almost 2^32 timers had been inserted since: the third insertion from here
+    // finds the counter at its end and renumbers the pending timers.
+    wheel.slab.skip_to_seq(u32::MAX - 2);
+    let keys: Vec<Key> = (3..=7).map(|value| wheel.insert(100, value)).collect();
+    let seqs: Vec<u32> = keys.iter().map(|k| wheel.slab.seq(k.index)).collect();
+    assert_eq!(
+        seqs,
+        vec![2, 3, 4, 5, 6],
+        "renumbered 0..n in insertion order"
+    );
+    assert_eq!(fire(&mut wheel, 50), vec![(50, 0)]);
+    let fired: Vec<u32> = fire(&mut wheel, 100).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(fired, vec![2, 3, 4, 5, 6, 7]);
+}
