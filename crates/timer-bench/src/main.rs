@@ -14,7 +14,7 @@
 //!   purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S
 //!                                           Kafka's TestPurgatoryPerformance workload
 //!
-//!   common flags: --seed S (default 42), --impl NAME (run only that implementation)
+//!   common flags: --seed S (default 42), --impl NAME[,NAME...] (run only those)
 //! ```
 //!
 //! The timer workloads run against this crate (`impl=timewheel`, plus `timewheel-timer`
@@ -76,11 +76,11 @@ impl Flags {
             .unwrap_or_else(|| default.to_string())
     }
 
-    /// True if `--impl` is absent or names this implementation.
+    /// True if `--impl` is absent or names this implementation (`--impl a,b` names two).
     pub fn wants(&self, impl_name: &str) -> bool {
         match self.values.get("impl") {
             None => true,
-            Some(v) => v == impl_name,
+            Some(v) => v.split(',').any(|name| name == impl_name),
         }
     }
 }
@@ -162,7 +162,7 @@ fn usage() -> ExitCode {
          \x20          churn --pending P --ops M --cancel random|fifo\n\
          \x20          expire --n N --window-ms W\n\
          \x20          purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S\n\
-         common:    --seed S, --impl NAME"
+         common:    --seed S, --impl NAME[,NAME...]"
     );
     ExitCode::from(2)
 }

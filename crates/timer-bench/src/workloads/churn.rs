@@ -60,7 +60,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     for r in &reports {
         r.print();
     }
-    print_ratios(&reports, &["ns_per_op"]);
+    print_ratios(&reports, &["ns_per_op", "cpu_ns_per_op"]);
     Ok(())
 }
 
