@@ -168,6 +168,9 @@ pub struct TimingWheel<T> {
     now: u64,
     /// Expired buckets still being cascaded (usually none or one).
     cascading: Vec<Cascade>,
+    /// The buffer cascade chunks move through, empty between chunks (kept for its
+    /// capacity).
+    chunk: Vec<Item>,
     /// Counters and recent flushes, for snapshots.
     stats: CascadeStats,
     /// The last placement and the expirations it holds for, until the time moves: timers
@@ -214,6 +217,7 @@ impl<T> TimingWheel<T> {
             slab: Slab::with_capacity(capacity.saturating_add(SETTLE_BATCH)),
             now,
             cascading: Vec::new(),
+            chunk: Vec::new(),
             stats: CascadeStats::default(),
             last: Span::EMPTY,
             unsettled: Unsettled {
