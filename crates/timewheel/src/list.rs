@@ -121,21 +121,24 @@ impl List {
     }
 
     /// Append an item. When the buffer is full and at least half of it (and at least
-    /// [`COMPACT_MIN`]) is tombstones, the tombstones are dropped first instead of growing
-    /// the buffer (see [`compact`](List::compact) for `tags` and `is_current`).
+    /// [`COMPACT_MIN`]) is tombstones, the tombstones are dropped first (`is_current` tells
+    /// which items are live) instead of growing the buffer.
     #[inline]
-    pub(crate) fn push(&mut self, item: Item, tags: &[u8], is_current: impl Fn(&Item) -> bool) {
+    pub(crate) fn push(&mut self, item: Item, is_current: impl Fn(&Item) -> bool) {
         if self.items.len() == self.items.capacity() {
-            self.make_room(tags, is_current);
+            self.make_room(is_current);
         }
         self.items.push(item);
     }
 
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self, tags: &[u8], is_current: impl Fn(&Item) -> bool) {
+    fn make_room(&mut self, is_current: impl Fn(&Item) -> bool) {
         if self.dead >= COMPACT_MIN && 2 * self.dead >= self.items.len() {
-            self.compact(tags, is_current);
+            let live = self.live();
+            self.items.retain(is_current);
+            debug_assert_eq!(self.items.len(), live, "tombstones miscounted");
+            self.dead = 0;
             return;
         }
         // Double a small buffer, grow a large one by a quarter: a list holding most of a
@@ -147,34 +150,6 @@ impl List {
             cap / 4
         };
         self.items.reserve_exact(more);
-    }
-
-    /// Drop the tombstones, keeping the order of the live items.
-    ///
-    /// `tags[i]` is the low byte of slot `i`'s generation (the slab's dense copy) and
-    /// `is_current` the exact test. The pass compares each item's generation with its
-    /// slot's tag: a byte array read at random stays in the cache where the slots would
-    /// not, and the loop has no branch on what it finds, so the processor overlaps the
-    /// reads. A live item always matches its tag; a tombstone does not, unless its slot has
-    /// since had a multiple of 256 more timers. The tombstone count tells when that
-    /// happened (more items kept than live ones), and then the exact test settles the
-    /// kept items.
-    fn compact(&mut self, tags: &[u8], is_current: impl Fn(&Item) -> bool) {
-        let live = self.live();
-        let items = &mut self.items;
-        let mut kept = 0;
-        for at in 0..items.len() {
-            let item = items[at];
-            items[kept] = item;
-            kept += usize::from(tags[item.index as usize] == item.generation as u8);
-        }
-        items.truncate(kept);
-        debug_assert!(kept >= live, "a live item was dropped");
-        if kept != live {
-            items.retain(is_current);
-        }
-        debug_assert_eq!(items.len(), live, "tombstones miscounted");
-        self.dead = 0;
     }
 
     /// Count one more tombstone. True if the list has no live item left (the caller then
@@ -266,56 +241,29 @@ mod tests {
         assert_eq!(ListId::lists_for(2), 5);
     }
 
-    /// Tags for slots `0..n`: generation 0 (the items' generation) where `live`, else 1.
-    fn tags(n: u32, live: impl Fn(u32) -> bool) -> Vec<u8> {
-        (0..n).map(|i| u8::from(!live(i))).collect()
-    }
-
     #[test]
     fn a_full_list_of_tombstones_compacts_instead_of_growing() {
         let mut list = List::default();
-        let live = |i: u32| i % 4 == 0 || i == 10_000;
-        let tags = tags(10_001, live);
-        let exact = |i: &Item| live(i.index);
+        let live = |i: &Item| i.index % 4 == 0 || i.index == 10_000;
         while list.len() < 256 || list.len() < list.items.capacity() {
             let n = list.len() as u32;
-            list.push(item(n), &tags, exact);
+            list.push(item(n), live);
             if n % 4 != 0 {
                 list.bury();
             }
         }
         let cap = list.items.capacity();
-        list.push(item(10_000), &tags, exact);
+        list.push(item(10_000), live);
         assert_eq!(list.items.capacity(), cap, "compacted, not grown");
         assert_eq!(list.live(), list.len());
-        assert!(list.items().iter().all(|i| live(i.index)));
-    }
-
-    #[test]
-    fn a_tombstone_that_fools_its_tag_is_still_dropped() {
-        // Odd slots hold tombstones. Slot 5's has had 256 timers since, so its tag matches
-        // the item's generation again: only the exact test tells.
-        let mut list = List::default();
-        let mut tags = tags(2 * COMPACT_MIN as u32, |i| i % 2 == 0);
-        tags[5] = 0;
-        let exact = |i: &Item| i.index % 2 == 0;
-        while list.len() < 2 * COMPACT_MIN || list.len() < list.items.capacity() {
-            let n = list.len() as u32;
-            list.push(item(n), &tags, exact);
-            if n % 2 == 1 {
-                list.bury();
-            }
-        }
-        list.push(item(0), &tags, exact);
-        assert_eq!(list.live(), list.len());
-        assert!(list.items().iter().all(|i| i.index % 2 == 0));
+        assert!(list.items().iter().all(live));
     }
 
     #[test]
     fn burying_the_last_live_item_reports_it() {
         let mut list = List::default();
-        list.push(item(0), &[0, 0], |_| true);
-        list.push(item(1), &[0, 0], |_| true);
+        list.push(item(0), |_| true);
+        list.push(item(1), |_| true);
         assert!(!list.bury());
         assert!(list.bury());
         list.clear();

@@ -14,20 +14,12 @@
 //! a slot whose last occupant had generation [`LAST_GENERATION`] is *retired* instead: it
 //! never joins the free list again. So a (slot, generation) pair names at most one timer
 //! for the life of the slab, and a stale key or a tombstone can never be taken for a later
-//! timer, however many timers pass through the slot. The cost is one slot (12 to 24 bytes)
+//! timer, however many timers pass through the slot. The cost is one slot (16 to 32 bytes)
 //! per 2^32 - 1 timers through it.
 //!
 //! A released slot therefore always holds a generation no key or item carries (its next
 //! occupant's, or [`RETIRED`]), so "is this item current?" is one comparison of
 //! generations.
-//!
-//! **Tags.** Besides the slots the slab keeps a *tag* per slot, the low byte of its
-//! generation, in a dense array of its own (1 MiB for a million slots). A list compaction
-//! (`list.rs`) reads it instead of the slots: it visits the items of a list in their order,
-//! which is random in memory, and a byte array stays in the cache where the slots (12 to 24
-//! bytes each) would be a cache miss per item. A tag can be fooled (a tombstone whose slot
-//! has had a multiple of 256 timers since); the compaction knows when from its tombstone
-//! count and then settles it with [`Slab::is_current`], so the result is exact.
 //!
 //! **Insertion order.** A slot also holds its timer's insertion number ([`Slab::seq`]),
 //! which orders timers with equal deadlines when they fire. It is 32 bits: when the
@@ -45,7 +37,6 @@
 //! * a released slot has `value: None`; if it is on the free list, its `link` is the next
 //!   free slot and its generation is the one its next occupant gets (bumped on release);
 //!   if it is retired, it is on no list and its generation is [`RETIRED`];
-//! * `tags[i]` is the low byte of slot `i`'s generation, always;
 //! * `len` is the number of occupied slots;
 //! * occupied slots' insertion numbers are below `next_seq`, in the order the timers were
 //!   inserted.
@@ -88,8 +79,6 @@ struct Slot<T> {
 /// A growable array of slots with a free list.
 pub(crate) struct Slab<T> {
     slots: Vec<Slot<T>>,
-    /// `tags[i]`: the low byte of `slots[i].generation` (see the module docs).
-    tags: Vec<u8>,
     /// First free slot (the free list runs through `Slot::link`), or [`NIL`].
     free_head: u32,
     len: usize,
@@ -104,7 +93,6 @@ impl<T> Slab<T> {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         let slab = Slab {
             slots: Vec::with_capacity(capacity),
-            tags: Vec::with_capacity(capacity),
             free_head: NIL,
             len: 0,
             retired: 0,
@@ -137,18 +125,11 @@ impl<T> Slab<T> {
         advise_huge_pages(&slots);
         slots.append(&mut self.slots);
         self.slots = slots;
-        self.tags.reserve_exact(capacity - self.tags.len());
     }
 
-    /// Bytes per slot, its tag included.
+    /// Bytes per slot.
     pub(crate) fn bytes_per_slot() -> usize {
-        std::mem::size_of::<Slot<T>>() + 1
-    }
-
-    /// The tags: `tags()[i]` is the low byte of slot `i`'s generation.
-    #[inline]
-    pub(crate) fn tags(&self) -> &[u8] {
-        &self.tags
+        std::mem::size_of::<Slot<T>>()
     }
 
     /// Number of occupied slots.
@@ -195,7 +176,6 @@ impl<T> Slab<T> {
             seq,
             value: Some(value),
         });
-        self.tags.push(0);
         (index, 0)
     }
 
@@ -292,7 +272,7 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn release_all(&mut self, batch: &mut [u32]) {
         // Locals, so that the compiler keeps them in registers across the stores.
-        let (slots, tags) = (&mut self.slots[..], &mut self.tags[..]);
+        let slots = &mut self.slots[..];
         let mut free_head = self.free_head;
         for entry in batch {
             let index = *entry;
@@ -308,7 +288,6 @@ impl<T> Slab<T> {
                 slot.link = free_head;
                 free_head = index;
             }
-            tags[index as usize] = slot.generation as u8;
         }
         self.free_head = free_head;
     }
@@ -335,7 +314,6 @@ impl<T> Slab<T> {
         assert!(slot.value.is_none(), "only a free slot");
         assert!(generation <= LAST_GENERATION);
         slot.generation = generation;
-        self.tags[index as usize] = generation as u8;
     }
 }
 

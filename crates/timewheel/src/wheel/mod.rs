@@ -85,8 +85,8 @@
 //! * `remove`: O(1): the slot; amortised O(1) more when its batch is settled.
 //! * `advance_to`: O(log B) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry moves at most once per level), plus sorting each batch of fired entries.
-//! * memory: per pending timer a slot (12 bytes with a 4-byte payload, 24 with the timer's
-//!   task) and a 24-byte item in its bucket's list (tombstones at most double a list),
+//! * memory: per pending timer a slot (16 bytes with a 4-byte payload, 32 with the timer's
+//!   task) and a 16-byte item in its bucket's list (tombstones at most double a list),
 //!   plus `wheel_size` bucket headers per level.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` to change it); the
@@ -612,9 +612,7 @@ impl<T> TimingWheel<T> {
     #[inline]
     fn push(&mut self, id: ListId, item: Item) {
         let slab = &self.slab;
-        self.lists[id.index()].push(item, slab.tags(), |i| {
-            slab.is_current(i.index, i.generation)
-        });
+        self.lists[id.index()].push(item, |i| slab.is_current(i.index, i.generation));
     }
 
     /// File an entry (taken out of its list, current) again: into the due list, or into
