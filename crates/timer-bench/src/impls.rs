@@ -4,6 +4,9 @@
 //!   timer-vs-timer comparison is about);
 //! * `timewheel-timer`: the full shared [`Timer`] (mutex, closure task, driver wake-up
 //!   check), to show what the thread-safe wrapper adds;
+//! * `timewheel-locked` (churn only): the bare wheel behind the same kind of mutex as the
+//!   `Timer`'s and nothing else, to tell what the lock costs from what the rest of the
+//!   `Timer` (its task, its larger slot, its wake-up check) costs;
 //! * `binary-heap`: [`HeapTimer`], a `BinaryHeap` with tombstones;
 //! * `delay-queue`: `tokio_util::time::DelayQueue` (itself a slab-backed hierarchical
 //!   wheel with 64 slots per level), used from inside a tokio runtime context.
@@ -77,6 +80,31 @@ impl TimerImpl for SharedTimer {
     #[inline]
     fn cancel(&mut self, handle: TimerHandle) -> bool {
         self.0.cancel(handle)
+    }
+}
+
+/// The bare wheel behind a `parking_lot` mutex, locked once per call as
+/// [`Timer::schedule_at`] and [`Timer::cancel`] lock theirs.
+pub struct LockedWheel(parking_lot::Mutex<TimingWheel<NonZeroU32>>);
+
+impl TimerImpl for LockedWheel {
+    const NAME: &'static str = "timewheel-locked";
+    type Handle = Key;
+
+    fn with_capacity(capacity: usize) -> Self {
+        let wheel = <TimingWheel<NonZeroU32> as TimerImpl>::with_capacity(capacity);
+        LockedWheel(parking_lot::Mutex::new(wheel))
+    }
+
+    // Not inlined, like the `Timer`'s methods, which are called across the crate boundary.
+    #[inline(never)]
+    fn add(&mut self, delay_ms: u64, id: NonZeroU32) -> Key {
+        self.0.lock().insert(delay_ms, id)
+    }
+
+    #[inline(never)]
+    fn cancel(&mut self, handle: Key) -> bool {
+        self.0.lock().remove(handle).is_some()
     }
 }
 

@@ -14,11 +14,12 @@
 //!   purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S
 //!                                           Kafka's TestPurgatoryPerformance workload
 //!
-//!   common flags: --seed S (default 42), --impl NAME (run only that implementation)
+//!   common flags: --seed S (default 42), --impl NAME[,NAME...] (run only those)
 //! ```
 //!
 //! The timer workloads run against this crate (`impl=timewheel`, plus `timewheel-timer`
-//! for the shared, locked `Timer`), a `BinaryHeap` with tombstones (`binary-heap`) and
+//! for the shared, locked `Timer`, and in churn `timewheel-locked`, the bare wheel behind a
+//! mutex), a `BinaryHeap` with tombstones (`binary-heap`) and
 //! `tokio_util::time::DelayQueue` (`delay-queue`). Each prints one line per implementation,
 //! `WORKLOAD impl=NAME key=value ...`, then one `WORKLOAD ratio=BASELINE/timewheel ...` line
 //! per baseline (a ratio above 1 means ours is faster). This is a plain binary rather than
@@ -26,6 +27,7 @@
 //! (lateness percentiles, achieved request rate, bytes per entry), not micro-benchmarks.
 
 mod alloc;
+mod cpu;
 mod heap;
 mod impls;
 mod rng;
@@ -75,11 +77,11 @@ impl Flags {
             .unwrap_or_else(|| default.to_string())
     }
 
-    /// True if `--impl` is absent or names this implementation.
+    /// True if `--impl` is absent or names this implementation (`--impl a,b` names two).
     pub fn wants(&self, impl_name: &str) -> bool {
         match self.values.get("impl") {
             None => true,
-            Some(v) => v == impl_name,
+            Some(v) => v.split(',').any(|name| name == impl_name),
         }
     }
 }
@@ -161,7 +163,7 @@ fn usage() -> ExitCode {
          \x20          churn --pending P --ops M --cancel random|fifo\n\
          \x20          expire --n N --window-ms W\n\
          \x20          purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S\n\
-         common:    --seed S, --impl NAME"
+         common:    --seed S, --impl NAME[,NAME...]"
     );
     ExitCode::from(2)
 }

@@ -1,8 +1,7 @@
 //! Bucket lists: Kafka's `TimerTaskList`, as a vector of items with tombstones.
 //!
 //! A bucket's timers are listed as [`Item`]s in a [`List`]. An item names the timer's slot
-//! and generation (see `slab.rs`) and carries its deadline and insertion number, which only
-//! flushes read. Cancelling a timer does not unlink its item: the slot is released and the
+//! and generation (see `slab.rs`) and carries its deadline, which only flushes read. Cancelling a timer does not unlink its item: the slot is released and the
 //! item stays behind as a *tombstone*, counted in [`List::dead`], until the list is
 //! flushed, emptied or compacted. An item is *current* while its slot still holds the
 //! generation it names; generations are never reused (see `slab.rs`), so that test is
@@ -21,61 +20,68 @@ const LARGE_LIST: usize = 4096;
 /// Which list an entry is in: the wheel's *due* list, or one of the two lists of a bucket
 /// (its *head* or the *rest*; see "Incremental cascades" in `wheel/mod.rs`).
 ///
-/// Packed in 32 bits so that a slot can hold it: `2 * bucket` for the rest, `2 * bucket + 1`
-/// for the head, `u32::MAX` for the due list. Nothing outside this type looks at the bits.
+/// It is also the list's index in the wheel's array of lists: 0 for the due list,
+/// `1 + 2 * bucket` for a bucket's rest, `2 + 2 * bucket` for its head. Packed in 32 bits
+/// so that a slot can hold it. Nothing outside this type computes with the number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ListId(u32);
 
-/// The largest bucket number a [`ListId`] can name.
-pub(crate) const MAX_BUCKETS: usize = (u32::MAX / 2) as usize;
+/// The largest bucket number a [`ListId`] can name (plus one).
+pub(crate) const MAX_BUCKETS: usize = (u32::MAX / 2 - 1) as usize;
 
 impl ListId {
     /// The due list.
-    pub(crate) const DUE: ListId = ListId(u32::MAX);
+    pub(crate) const DUE: ListId = ListId(0);
 
     /// The *rest* list of bucket `bucket` (`bucket < MAX_BUCKETS`).
     pub(crate) fn rest(bucket: usize) -> ListId {
         debug_assert!(bucket < MAX_BUCKETS);
-        ListId((bucket as u32) << 1)
+        ListId(1 + 2 * bucket as u32)
     }
 
     /// The *head* list of bucket `bucket` (`bucket < MAX_BUCKETS`).
     pub(crate) fn head(bucket: usize) -> ListId {
         debug_assert!(bucket < MAX_BUCKETS);
-        ListId(((bucket as u32) << 1) | 1)
+        ListId(2 + 2 * bucket as u32)
     }
 
     /// The bucket this list belongs to; `None` for the due list.
     pub(crate) fn bucket(self) -> Option<usize> {
-        (self != ListId::DUE).then_some((self.0 >> 1) as usize)
+        self.0.checked_sub(1).map(|n| (n / 2) as usize)
     }
 
-    /// True for a bucket's head list.
-    pub(crate) fn is_head(self) -> bool {
-        self != ListId::DUE && self.0 & 1 == 1
+    /// The list's index in the wheel's array of lists.
+    #[inline]
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// How many lists `buckets` buckets and the due list make.
+    pub(crate) fn lists_for(buckets: usize) -> usize {
+        1 + 2 * buckets
     }
 
     /// The raw bits, for the slab to store.
+    #[inline]
     pub(crate) fn to_bits(self) -> u32 {
         self.0
     }
 
     /// Back from [`to_bits`](ListId::to_bits).
+    #[inline]
     pub(crate) fn from_bits(bits: u32) -> ListId {
         ListId(bits)
     }
 }
 
-/// One listed timer: its slot and generation, deadline and insertion number. A tombstone
-/// once that timer is gone.
+/// One listed timer: its slot and generation, and its deadline. A tombstone once that
+/// timer is gone. 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Item {
     pub(crate) index: u32,
     pub(crate) generation: u32,
     /// When the timer is due, in milliseconds on the wheel's clock.
     pub(crate) deadline: u64,
-    /// Insertion number: the tie-breaker between equal deadlines.
-    pub(crate) seq: u64,
 }
 
 /// A list of items, some of which may be tombstones: O(1) push, iteration in insertion
@@ -129,13 +135,9 @@ impl List {
     #[inline(never)]
     fn make_room(&mut self, is_current: impl Fn(&Item) -> bool) {
         if self.dead >= COMPACT_MIN && 2 * self.dead >= self.items.len() {
-            let before = self.items.len();
+            let live = self.live();
             self.items.retain(is_current);
-            debug_assert_eq!(
-                before - self.items.len(),
-                self.dead,
-                "tombstones miscounted"
-            );
+            debug_assert_eq!(self.items.len(), live, "tombstones miscounted");
             self.dead = 0;
             return;
         }
@@ -210,27 +212,39 @@ mod tests {
             index,
             generation: 0,
             deadline: 0,
-            seq: index as u64,
         }
     }
 
     #[test]
     fn list_ids_name_the_due_list_or_a_buckets_head_or_rest() {
         assert_eq!(ListId::DUE.bucket(), None);
-        assert!(!ListId::DUE.is_head());
         assert_eq!(ListId::rest(7).bucket(), Some(7));
-        assert!(!ListId::rest(7).is_head());
         assert_eq!(ListId::head(7).bucket(), Some(7));
-        assert!(ListId::head(7).is_head());
-        assert_ne!(ListId::head(MAX_BUCKETS - 1), ListId::DUE);
+        assert_eq!(
+            ListId::head(MAX_BUCKETS - 1).bucket(),
+            Some(MAX_BUCKETS - 1)
+        );
+        assert!(
+            ListId::head(MAX_BUCKETS - 1).to_bits() < u32::MAX,
+            "u32::MAX is no list"
+        );
         let id = ListId::head(3);
         assert_eq!(ListId::from_bits(id.to_bits()), id);
+        let ids = [
+            ListId::DUE,
+            ListId::rest(0),
+            ListId::head(0),
+            ListId::rest(1),
+        ];
+        let indices: Vec<usize> = ids.iter().map(|id| id.index()).collect();
+        assert_eq!(indices, vec![0, 1, 2, 3]);
+        assert_eq!(ListId::lists_for(2), 5);
     }
 
     #[test]
     fn a_full_list_of_tombstones_compacts_instead_of_growing() {
         let mut list = List::default();
-        let live = |i: &Item| i.index % 4 == 0;
+        let live = |i: &Item| i.index % 4 == 0 || i.index == 10_000;
         while list.len() < 256 || list.len() < list.items.capacity() {
             let n = list.len() as u32;
             list.push(item(n), live);
@@ -239,10 +253,10 @@ mod tests {
             }
         }
         let cap = list.items.capacity();
-        list.push(item(10_000), |i| i.index % 4 == 0 || i.index == 10_000);
+        list.push(item(10_000), live);
         assert_eq!(list.items.capacity(), cap, "compacted, not grown");
         assert_eq!(list.live(), list.len());
-        assert!(list.items().iter().all(|i| i.index % 4 == 0));
+        assert!(list.items().iter().all(live));
     }
 
     #[test]

@@ -188,6 +188,11 @@ struct Core<K, Op> {
     expired: Padded<AtomicU64>,
     completed: Padded<AtomicU64>,
     purging: AtomicBool,
+    /// The purge's buffer for the entries it removes (to drop them outside the locks),
+    /// kept between purges: a buffer of thousands of entries allocated and freed per chunk
+    /// made the allocator consolidate its free lists every time (`malloc_consolidate`),
+    /// in every thread's arena. Only the thread holding `purging` uses it.
+    purge_buffer: Mutex<Vec<Arc<OpCell<K, Op>>>>,
     shut_down: AtomicBool,
 }
 
@@ -426,22 +431,28 @@ where
         if self.purging.swap(true, Ordering::AcqRel) {
             return; // someone else is purging
         }
+        let mut dropped = std::mem::take(&mut *self.purge_buffer.lock());
         for shard in &self.shards {
             let keys: Vec<K> = shard.lock().keys().cloned().collect();
             for key in keys {
-                self.purge_key(shard, &key);
+                self.purge_key(shard, &key, &mut dropped);
             }
         }
+        *self.purge_buffer.lock() = dropped;
         self.purging.store(false, Ordering::Release);
     }
 
     /// Drop completed operations from one key's list, a chunk at a time; remove the key if
     /// nothing is left. Between chunks other threads may append or remove entries, which at
     /// worst makes this purge skip or re-examine a few: it never drops a pending operation.
-    fn purge_key(&self, shard: &Mutex<WatcherMap<K, Op>>, key: &K) {
+    fn purge_key(
+        &self,
+        shard: &Mutex<WatcherMap<K, Op>>,
+        key: &K,
+        dropped: &mut Vec<Arc<OpCell<K, Op>>>,
+    ) {
         let mut at = 0;
         loop {
-            let mut dropped = Vec::new();
             let done = {
                 let mut map = shard.lock();
                 let Some(list) = map.get_mut(key) else {
@@ -463,7 +474,7 @@ where
                 done
             };
             // Dropping the last reference runs the operation's destructor: no lock held.
-            drop(dropped);
+            dropped.clear();
             if done {
                 return;
             }
@@ -542,6 +553,7 @@ where
                 expired: Padded::default(),
                 completed: Padded::default(),
                 purging: AtomicBool::new(false),
+                purge_buffer: Mutex::new(Vec::new()),
                 shut_down: AtomicBool::new(false),
             }),
         }

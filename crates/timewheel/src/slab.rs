@@ -14,12 +14,20 @@
 //! a slot whose last occupant had generation [`LAST_GENERATION`] is *retired* instead: it
 //! never joins the free list again. So a (slot, generation) pair names at most one timer
 //! for the life of the slab, and a stale key or a tombstone can never be taken for a later
-//! timer, however many timers pass through the slot. The cost is one slot (12 to 24 bytes)
+//! timer, however many timers pass through the slot. The cost is one slot (16 to 32 bytes)
 //! per 2^32 - 1 timers through it.
 //!
 //! A released slot therefore always holds a generation no key or item carries (its next
 //! occupant's, or [`RETIRED`]), so "is this item current?" is one comparison of
 //! generations.
+//!
+//! **Insertion order.** A slot also holds its timer's insertion number ([`Slab::seq`]),
+//! which orders timers with equal deadlines when they fire. It is 32 bits: when the
+//! counter would reach `u32::MAX`, the pending timers are renumbered `0..n` in the order
+//! they were inserted (`renumber`: O(n log n), once per `2^32 - n` insertions), so the
+//! numbers of pending timers always compare as their insertion order. Keeping the number
+//! in the slot (4 bytes there) rather than in the list items keeps the items at 16 bytes:
+//! lists are written and compacted in bulk, several times per timer.
 //!
 //! There is no `unsafe` here: every access is a checked index, and the fields are private,
 //! so nothing outside this file can break the invariants:
@@ -29,7 +37,9 @@
 //! * a released slot has `value: None`; if it is on the free list, its `link` is the next
 //!   free slot and its generation is the one its next occupant gets (bumped on release);
 //!   if it is retired, it is on no list and its generation is [`RETIRED`];
-//! * `len` is the number of occupied slots.
+//! * `len` is the number of occupied slots;
+//! * occupied slots' insertion numbers are below `next_seq`, in the order the timers were
+//!   inserted.
 
 use crate::list::ListId;
 
@@ -55,12 +65,14 @@ pub struct Key {
     pub(crate) generation: u32,
 }
 
-/// One timer's slot. 12 bytes for a 4-byte payload with a niche (`NonZeroU32`), 24 for
-/// the timer's 24-byte task.
+/// One timer's slot. 16 bytes for a 4-byte payload with a niche (`NonZeroU32`), 32 for
+/// the timer's 16-byte task.
 struct Slot<T> {
     generation: u32,
     /// Occupied: the list (a [`ListId`]'s bits). Free: the next free slot, or [`NIL`].
     link: u32,
+    /// Occupied: the insertion number (see "Insertion order").
+    seq: u32,
     value: Option<T>,
 }
 
@@ -72,6 +84,8 @@ pub(crate) struct Slab<T> {
     len: usize,
     /// Slots whose generations are used up (see the module docs).
     retired: usize,
+    /// The next insertion number.
+    next_seq: u32,
 }
 
 impl<T> Slab<T> {
@@ -82,22 +96,35 @@ impl<T> Slab<T> {
             free_head: NIL,
             len: 0,
             retired: 0,
+            next_seq: 0,
         };
         advise_huge_pages(&slab.slots);
         slab
     }
 
-    /// Make room for `additional` more timers.
+    /// Make room for `additional` more slots than the slab has (in use or free).
     pub(crate) fn reserve(&mut self, additional: usize) {
-        self.slots.reserve(additional);
-        advise_huge_pages(&self.slots);
+        let needed = self.slots.len().saturating_add(additional);
+        if needed > self.slots.capacity() {
+            self.reallocate(needed);
+        }
     }
 
-    /// Grow by half at least (amortised O(1) per insert), advising huge pages.
+    /// Grow by half (amortised O(1) per insert).
     #[cold]
     fn grow(&mut self) {
-        let more = (self.slots.capacity() / 2).max(64);
-        self.reserve(more);
+        let capacity = self.slots.capacity();
+        self.reallocate(capacity + (capacity / 2).max(64));
+    }
+
+    /// Move the slots to a buffer of `capacity` slots, advised to use huge pages before
+    /// anything is written to it (advice after the copy would come too late: the copy
+    /// would already have faulted the buffer in with small pages).
+    fn reallocate(&mut self, capacity: usize) {
+        let mut slots = Vec::with_capacity(capacity);
+        advise_huge_pages(&slots);
+        slots.append(&mut self.slots);
+        self.slots = slots;
     }
 
     /// Bytes per slot.
@@ -122,11 +149,17 @@ impl<T> Slab<T> {
     /// If `u32::MAX - 1` slots are in use.
     #[inline]
     pub(crate) fn insert(&mut self, value: T, list: ListId) -> (u32, u32) {
+        if self.next_seq == u32::MAX {
+            self.renumber();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         self.len += 1;
         if let Some(slot) = self.slots.get_mut(self.free_head as usize) {
             let index = self.free_head;
             self.free_head = slot.link;
             slot.link = list.to_bits();
+            slot.seq = seq;
             slot.value = Some(value);
             return (index, slot.generation);
         }
@@ -140,9 +173,33 @@ impl<T> Slab<T> {
         self.slots.push(Slot {
             generation: 0,
             link: list.to_bits(),
+            seq,
             value: Some(value),
         });
         (index, 0)
+    }
+
+    /// The insertion number of the timer in slot `index` (occupied, or released and not
+    /// reused yet): timers inserted earlier have smaller numbers. Numbers change only when
+    /// a timer is inserted (see "Insertion order").
+    #[inline]
+    pub(crate) fn seq(&self, index: u32) -> u32 {
+        self.slots[index as usize].seq
+    }
+
+    /// Number the pending timers `0..n` in the order they were inserted.
+    #[cold]
+    #[inline(never)]
+    fn renumber(&mut self) {
+        let mut pending: Vec<(u32, u32)> = (0..self.slots.len() as u32)
+            .filter(|&i| self.slots[i as usize].value.is_some())
+            .map(|i| (self.slots[i as usize].seq, i))
+            .collect();
+        pending.sort_unstable();
+        for (seq, &(_, index)) in pending.iter().enumerate() {
+            self.slots[index as usize].seq = seq as u32;
+        }
+        self.next_seq = pending.len() as u32;
     }
 
     /// The occupied slot `index` if it holds generation `generation`.
@@ -205,19 +262,42 @@ impl<T> Slab<T> {
     /// up), and return the list its item is in (a tombstone from now on).
     #[inline]
     pub(crate) fn release(&mut self, index: u32) -> ListId {
-        let slot = &mut self.slots[index as usize];
-        debug_assert!(slot.value.is_none(), "only a taken slot is released");
-        let list = ListId::from_bits(slot.link);
-        if slot.generation == LAST_GENERATION {
-            self.retired += 1;
-            slot.generation = RETIRED;
-            slot.link = NIL;
-        } else {
-            slot.generation += 1;
-            slot.link = self.free_head;
-            self.free_head = index;
+        let mut one = [index];
+        self.release_all(&mut one);
+        ListId::from_bits(one[0])
+    }
+
+    /// [`release`](Slab::release) every slot of `batch`, replacing each slot index with the
+    /// bits of the [`ListId`] its item is in.
+    #[inline]
+    pub(crate) fn release_all(&mut self, batch: &mut [u32]) {
+        // Locals, so that the compiler keeps them in registers across the stores.
+        let slots = &mut self.slots[..];
+        let mut free_head = self.free_head;
+        for entry in batch {
+            let index = *entry;
+            let slot = &mut slots[index as usize];
+            debug_assert!(slot.value.is_none(), "only a taken slot is released");
+            *entry = slot.link;
+            if slot.generation == LAST_GENERATION {
+                self.retired += 1;
+                slot.generation = RETIRED;
+                slot.link = NIL;
+            } else {
+                slot.generation += 1;
+                slot.link = free_head;
+                free_head = index;
+            }
         }
-        list
+        self.free_head = free_head;
+    }
+
+    /// Test hook: the next insertion number is `seq` (at least the current one), as if
+    /// that many timers had been inserted.
+    #[cfg(test)]
+    pub(crate) fn skip_to_seq(&mut self, seq: u32) {
+        assert!(seq >= self.next_seq);
+        self.next_seq = seq;
     }
 
     /// Number of retired slots.

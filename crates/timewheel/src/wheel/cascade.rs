@@ -115,17 +115,11 @@ impl<T> TimingWheel<T> {
     /// pending cascade).
     pub(super) fn flush(&mut self, b: usize) {
         let level = b / self.wheel_size as usize;
-        let expiration = self.buckets[b].expiration;
+        let expiration = self.expirations[b];
         let mut moved = Moved::default();
-        let head = self.buckets[b].head.take();
-        self.place_all(&head, &mut moved);
-        let used = head.len();
-        self.buckets[b].head.recycle(head, used);
+        self.place_list(ListId::head(b), &mut moved);
         if level == 0 {
-            let rest = self.buckets[b].rest.take();
-            self.place_all(&rest, &mut moved);
-            let used = rest.len();
-            self.buckets[b].rest.recycle(rest, used);
+            self.place_list(ListId::rest(b), &mut moved);
         }
         let number = self.stats.record(
             FlushSnapshot {
@@ -140,7 +134,7 @@ impl<T> TimingWheel<T> {
             moved,
         );
         if level > 0 {
-            if self.buckets[b].rest.live() > 0 {
+            if self.list(ListId::rest(b)).live() > 0 {
                 self.cascading.push(Cascade {
                     bucket: b,
                     due_by: expiration.saturating_add(self.levels[level - 1].tick),
@@ -148,29 +142,41 @@ impl<T> TimingWheel<T> {
                 });
             } else {
                 // Tombstones only: nothing to cascade.
-                self.buckets[b].rest.clear();
+                self.list_mut(ListId::rest(b)).clear();
             }
         }
+    }
+
+    /// Take every entry out of list `id` and place it again, keeping the list's buffer.
+    fn place_list(&mut self, id: ListId, moved: &mut Moved) {
+        let items = self.list_mut(id).take();
+        self.place_all(&items, moved);
+        let used = items.len();
+        self.list_mut(id).recycle(items, used);
     }
 
     /// Move up to `max` entries of a cascading bucket's rest list to finer levels. True if
     /// the list is now empty (the cascade is over).
     pub(super) fn cascade_chunk(&mut self, cascade: Cascade, max: usize) -> bool {
-        let b = cascade.bucket;
-        let rest = &mut self.buckets[b].rest;
+        let id = ListId::rest(cascade.bucket);
         let mut moved = Moved::default();
-        if max >= rest.len() {
-            let items = rest.take();
+        if max >= self.list(id).len() {
+            let items = self.list_mut(id).take();
             self.place_all(&items, &mut moved);
         } else {
-            let mut items = Vec::with_capacity(max);
-            rest.take_tail(max, &mut items);
+            // Through a buffer kept between chunks (`TimingWheel::chunk`): a 32 KiB buffer
+            // allocated and freed per chunk cost the purgatory workload about 5 % of its
+            // rate (see BENCHMARKS.md).
+            let mut items = std::mem::take(&mut self.chunk);
+            self.list_mut(id).take_tail(max, &mut items);
             let dead = self.place_all(&items, &mut moved);
-            self.buckets[b].rest.forget_dead(dead);
+            self.list_mut(id).forget_dead(dead);
+            items.clear();
+            self.chunk = items;
         }
-        let level = b / self.wheel_size as usize;
+        let level = cascade.bucket / self.wheel_size as usize;
         self.stats.count(level, Some(cascade.flush), moved);
-        let rest = &mut self.buckets[b].rest;
+        let rest = self.list_mut(id);
         if rest.live() == 0 {
             // Only tombstones left (or nothing): the cascade is over.
             rest.clear();

@@ -6,7 +6,7 @@
 //! the whole of level `n`. Bucket `b` of the wheel is slot `b % wheel_size` of level
 //! `b / wheel_size`.
 
-use crate::list::{List, ListId};
+use crate::list::ListId;
 
 /// One level of the wheel.
 #[derive(Clone, Copy, Debug)]
@@ -38,30 +38,6 @@ impl Level {
     #[inline]
     pub(super) fn covers(&self, expiration: u64) -> bool {
         expiration < self.current.saturating_add(self.interval)
-    }
-}
-
-/// A bucket: Kafka's `TimerTaskList`, split in two lists (see "Incremental cascades" in
-/// the module docs), with its expiration while it holds timers.
-#[derive(Debug, Default)]
-pub(super) struct Bucket {
-    /// Entries not in `head`.
-    pub(super) rest: List,
-    /// Level 1 and up: entries within the first tick of the level below, placed as soon
-    /// as the bucket expires. Always empty on level 0.
-    pub(super) head: List,
-    /// The start of the span the bucket covers, when it is flushed.
-    pub(super) expiration: u64,
-}
-
-impl Bucket {
-    pub(super) fn is_empty(&self) -> bool {
-        self.rest.is_empty() && self.head.is_empty()
-    }
-
-    /// Number of live entries.
-    pub(super) fn live(&self) -> usize {
-        self.rest.live() + self.head.live()
     }
 }
 

@@ -85,8 +85,8 @@
 //! * `remove`: O(1): the slot; amortised O(1) more when its batch is settled.
 //! * `advance_to`: O(log B) per popped bucket plus O(1) per entry moved or fired (every
 //!   entry moves at most once per level), plus sorting each batch of fired entries.
-//! * memory: per pending timer a slot (12 bytes with a 4-byte payload, 24 with the timer's
-//!   task) and a 24-byte item in its bucket's list (tombstones at most double a list),
+//! * memory: per pending timer a slot (16 bytes with a 4-byte payload, 32 with the timer's
+//!   task) and a 16-byte item in its bucket's list (tombstones at most double a list),
 //!   plus `wheel_size` bucket headers per level.
 //!
 //! The wheel is a plain single-threaded data structure (`&mut self` to change it); the
@@ -103,7 +103,7 @@ use crate::slab::{Key, Slab};
 use crate::snapshot::{BucketSnapshot, LevelSnapshot, WheelPosition, WheelSnapshot};
 
 use cascade::{Cascade, CascadeStats};
-use level::{place_in, Bucket, Level, Placement, Span};
+use level::{place_in, Level, Span};
 
 /// Cancels are settled (slots released, tombstones counted) this many at a time.
 const SETTLE_BATCH: usize = 128;
@@ -117,8 +117,9 @@ pub const MAX_DEADLINE_MS: u64 = 1 << 62;
 pub struct Expired<T> {
     /// The deadline it was scheduled for (clamped to [`MAX_DEADLINE_MS`]).
     pub deadline_ms: u64,
-    /// Insertion order, the tie-breaker between equal deadlines.
-    seq: u64,
+    /// Insertion number, the tie-breaker between equal deadlines (comparable within one
+    /// advance).
+    seq: u32,
     /// The payload given to [`TimingWheel::insert`].
     pub value: T,
 }
@@ -155,36 +156,37 @@ pub struct TimingWheel<T> {
     tick_ms: u64,
     wheel_size: u64,
     levels: Vec<Level>,
-    /// `levels.len() * wheel_size` buckets; bucket `level * wheel_size + slot`.
-    buckets: Vec<Bucket>,
-    /// Entries already due, waiting for the next `advance_to` to hand them out.
-    due: List,
+    /// Every list, indexed by [`ListId`]: the due list (entries already due, waiting for
+    /// the next `advance_to` to hand them out), then the rest and head lists of each of the
+    /// `levels.len() * wheel_size` buckets (bucket `level * wheel_size + slot`).
+    lists: Vec<List>,
+    /// Per bucket, the expiration of the round it holds (while it holds one).
+    expirations: Vec<u64>,
     queue: BucketQueue,
     slab: Slab<T>,
-    next_seq: u64,
     /// The time last advanced to (not rounded): deadlines at or before it are due.
     now: u64,
     /// Expired buckets still being cascaded (usually none or one).
     cascading: Vec<Cascade>,
+    /// The buffer cascade chunks move through, empty between chunks (kept for its
+    /// capacity).
+    chunk: Vec<Item>,
     /// Counters and recent flushes, for snapshots.
     stats: CascadeStats,
     /// The last placement and the expirations it holds for, until the time moves: timers
     /// with the same timeout scheduled close together land in the same bucket, and skip
-    /// the level search and the divisions.
+    /// the level search and the divisions. Its bucket is queued (non-empty) for as long as
+    /// it is remembered: whatever empties a bucket forgets it.
     last: Span,
     /// Cancelled timers whose slots wait to be released and their tombstones counted
     /// (see "Cancel: tombstones").
-    unsettled: Vec<u32>,
+    unsettled: Unsettled,
 }
 
-/// The list with id `id`. A free function so that the slab can be borrowed alongside.
-#[inline]
-fn list_mut<'a>(due: &'a mut List, buckets: &'a mut [Bucket], id: ListId) -> &'a mut List {
-    match id.bucket() {
-        None => due,
-        Some(b) if id.is_head() => &mut buckets[b].head,
-        Some(b) => &mut buckets[b].rest,
-    }
+/// The slots of cancelled timers not yet settled: at most [`SETTLE_BATCH`].
+struct Unsettled {
+    slots: [u32; SETTLE_BATCH],
+    len: usize,
 }
 
 impl<T> TimingWheel<T> {
@@ -208,16 +210,20 @@ impl<T> TimingWheel<T> {
             tick_ms,
             wheel_size: wheel_size as u64,
             levels: Vec::new(),
-            buckets: Vec::new(),
-            due: List::default(),
+            lists: vec![List::default()],
+            expirations: Vec::new(),
             queue: BucketQueue::default(),
-            slab: Slab::with_capacity(capacity),
-            next_seq: 0,
+            // Plus the slots of cancels waiting to be settled, which are not free yet.
+            slab: Slab::with_capacity(capacity.saturating_add(SETTLE_BATCH)),
             now,
             cascading: Vec::new(),
+            chunk: Vec::new(),
             stats: CascadeStats::default(),
             last: Span::EMPTY,
-            unsettled: Vec::with_capacity(SETTLE_BATCH),
+            unsettled: Unsettled {
+                slots: [0; SETTLE_BATCH],
+                len: 0,
+            },
         };
         wheel.add_level(tick_ms);
         wheel
@@ -230,7 +236,8 @@ impl<T> TimingWheel<T> {
 
     /// Make room for `additional` more pending timers without reallocating the slab.
     pub fn reserve(&mut self, additional: usize) {
-        self.slab.reserve(additional);
+        // Plus the slots of cancels waiting to be settled, which are not free yet.
+        self.slab.reserve(additional.saturating_add(SETTLE_BATCH));
     }
 
     /// Width of a level-0 bucket.
@@ -284,7 +291,7 @@ impl<T> TimingWheel<T> {
     /// coarse bucket whose flush only moves entries down). O(1).
     pub fn next_expiration(&mut self) -> Option<u64> {
         self.settle();
-        if !self.due.is_empty() || !self.cascading.is_empty() {
+        if !self.lists[ListId::DUE.index()].is_empty() || !self.cascading.is_empty() {
             Some(self.now)
         } else {
             self.queue.peek().map(|(expiration, _)| expiration)
@@ -305,8 +312,6 @@ impl<T> TimingWheel<T> {
     #[inline]
     pub(crate) fn insert_and_wake(&mut self, deadline_ms: u64, value: T) -> (Key, u64) {
         let deadline = deadline_ms.min(MAX_DEADLINE_MS);
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let (list, wake) = self.target(deadline);
         let (index, generation) = self.slab.insert(value, list);
         self.push(
@@ -315,7 +320,6 @@ impl<T> TimingWheel<T> {
                 index,
                 generation,
                 deadline,
-                seq,
             },
         );
         let key = Key {
@@ -335,8 +339,10 @@ impl<T> TimingWheel<T> {
             return None;
         }
         let value = self.slab.take(key.index, key.generation)?;
-        self.unsettled.push(key.index);
-        if self.unsettled.len() == SETTLE_BATCH {
+        let unsettled = &mut self.unsettled;
+        unsettled.slots[unsettled.len] = key.index;
+        unsettled.len += 1;
+        if unsettled.len == SETTLE_BATCH {
             self.settle();
         }
         Some(value)
@@ -346,29 +352,63 @@ impl<T> TimingWheel<T> {
     /// tombstones (which may empty lists and buckets).
     #[inline(never)]
     fn settle(&mut self) {
-        for at in 0..self.unsettled.len() {
-            let id = self.slab.release(self.unsettled[at]);
-            if list_mut(&mut self.due, &mut self.buckets, id).bury() {
-                self.emptied(id);
+        let n = std::mem::take(&mut self.unsettled.len);
+        let batch = &mut self.unsettled.slots[..n];
+        // Each slot index becomes the id of the list its tombstone is in.
+        self.slab.release_all(batch);
+        let lists = &mut self.lists[..];
+        let mut emptied = false;
+        for &id in batch.iter() {
+            emptied |= lists[id as usize].bury();
+        }
+        if emptied {
+            for at in 0..n {
+                let id = ListId::from_bits(self.unsettled.slots[at]);
+                let list = &self.lists[id.index()];
+                if list.live() == 0 && !list.is_empty() {
+                    self.emptied(id);
+                }
             }
         }
-        self.unsettled.clear();
     }
 
     /// List `id` has no live entry left: empty it, and if its bucket is now empty, take
-    /// the bucket out of the queue (and of any cascade in progress).
+    /// the bucket out of the queue (and of any cascade in progress), and forget it as the
+    /// last placement.
     #[cold]
     fn emptied(&mut self, id: ListId) {
-        list_mut(&mut self.due, &mut self.buckets, id).clear();
+        self.lists[id.index()].clear();
         if let Some(b) = id.bucket() {
-            let bucket = &mut self.buckets[b];
-            if bucket.live() == 0 {
-                bucket.head.clear();
-                bucket.rest.clear();
+            if self.bucket_live(b) == 0 {
+                self.list_mut(ListId::head(b)).clear();
+                self.list_mut(ListId::rest(b)).clear();
                 self.queue.remove(b as u32);
                 self.cascading.retain(|c| c.bucket != b);
+                if self.last.placement.bucket == b {
+                    self.last = Span::EMPTY;
+                }
             }
         }
+    }
+
+    #[inline]
+    fn list(&self, id: ListId) -> &List {
+        &self.lists[id.index()]
+    }
+
+    #[inline]
+    fn list_mut(&mut self, id: ListId) -> &mut List {
+        &mut self.lists[id.index()]
+    }
+
+    /// True if bucket `b` holds no entry, live or tombstone.
+    fn bucket_is_empty(&self, b: usize) -> bool {
+        self.list(ListId::rest(b)).is_empty() && self.list(ListId::head(b)).is_empty()
+    }
+
+    /// Live entries of bucket `b`.
+    fn bucket_live(&self, b: usize) -> usize {
+        self.list(ListId::rest(b)).live() + self.list(ListId::head(b)).live()
     }
 
     /// The list a pending timer's entry is in, if `key` is current.
@@ -390,7 +430,7 @@ impl<T> TimingWheel<T> {
     pub fn wake_time(&self, key: Key) -> Option<u64> {
         Some(match self.list_of(key)?.bucket() {
             None => self.now,
-            Some(b) => self.buckets[b].expiration,
+            Some(b) => self.expirations[b],
         })
     }
 
@@ -405,7 +445,7 @@ impl<T> TimingWheel<T> {
         WheelPosition {
             level: b / self.wheel_size as usize,
             slot: b % self.wheel_size as usize,
-            expiration_ms: self.buckets[b].expiration,
+            expiration_ms: self.expirations[b],
         }
     }
 
@@ -413,12 +453,8 @@ impl<T> TimingWheel<T> {
     /// in the bucket's list, not in the slot): for tests and introspection.
     pub fn deadline(&self, key: Key) -> Option<u64> {
         let id = self.list_of(key)?;
-        let list = match id.bucket() {
-            None => &self.due,
-            Some(b) if id.is_head() => &self.buckets[b].head,
-            Some(b) => &self.buckets[b].rest,
-        };
-        list.items()
+        self.list(id)
+            .items()
             .iter()
             .find(|item| item.index == key.index && item.generation == key.generation)
             .map(|item| item.deadline)
@@ -469,13 +505,10 @@ impl<T> TimingWheel<T> {
     pub fn drain(&mut self) -> Vec<T> {
         self.settle();
         let mut out = Vec::with_capacity(self.len());
-        let mut lists = vec![self.due.take()];
-        for bucket in &mut self.buckets {
-            lists.push(bucket.head.take());
-            lists.push(bucket.rest.take());
-        }
+        let lists: Vec<Vec<Item>> = self.lists.iter_mut().map(List::take).collect();
         while self.queue.pop().is_some() {}
         self.cascading.clear();
+        self.last = Span::EMPTY;
         for item in lists.into_iter().flatten() {
             if let Some((value, _)) = self.slab.remove(item.index, item.generation) {
                 out.push(value);
@@ -512,7 +545,7 @@ impl<T> TimingWheel<T> {
                     level: p.level,
                     slot: p.slot,
                     expiration_ms: p.expiration_ms,
-                    entries: self.buckets[b].live(),
+                    entries: self.bucket_live(b),
                 }
             })
             .collect();
@@ -521,7 +554,7 @@ impl<T> TimingWheel<T> {
             now_ms,
             current_time_ms: self.current_time(),
             pending: self.len(),
-            due: self.due.live(),
+            due: self.list(ListId::DUE).live(),
             levels,
             buckets,
             flushes: self.stats.recent(),
@@ -530,40 +563,30 @@ impl<T> TimingWheel<T> {
     }
 
     /// The list a timer due at `deadline` goes into (the due list, or a list of the finest
-    /// bucket that covers it; a bucket about to get its first entry joins the queue), and
-    /// when the wheel must be advanced for it.
+    /// bucket that covers it), and when the wheel must be advanced for it.
     #[inline]
     fn target(&mut self, deadline: u64) -> (ListId, u64) {
         if deadline <= self.now {
             return (ListId::DUE, self.now);
         }
-        let Placement {
-            bucket,
-            expiration,
-            list,
-        } = self.find_bucket(deadline);
-        let b = &mut self.buckets[bucket];
-        if b.is_empty() {
-            b.expiration = expiration;
-            self.queue.push(bucket as u32, expiration);
-        }
-        debug_assert_eq!(b.expiration, expiration, "a bucket holds one round");
-        (list, expiration)
-    }
-
-    /// The bucket for a deadline past the current time: the finest level that covers its
-    /// expiration (the deadline rounded up to the tick, so it never fires early), creating
-    /// overflow levels as needed.
-    #[inline]
-    fn find_bucket(&mut self, deadline: u64) -> Placement {
+        // Rounded up to the tick, so that it never fires early.
         let expiration = if self.tick_ms == 1 {
             deadline
         } else {
             deadline.div_ceil(self.tick_ms) * self.tick_ms
         };
         if self.last.contains(expiration) {
-            return self.last.placement;
+            let last = &self.last.placement;
+            return (last.list, last.expiration);
         }
+        self.place_new(expiration)
+    }
+
+    /// The placement of an expiration past the current time: the finest level that covers
+    /// it (creating overflow levels as needed). Its bucket joins the queue if it was empty;
+    /// the placement is remembered.
+    #[inline(never)]
+    fn place_new(&mut self, expiration: u64) -> (ListId, u64) {
         let mut level = 0;
         while !self.levels[level].covers(expiration) {
             level += 1;
@@ -572,15 +595,24 @@ impl<T> TimingWheel<T> {
             }
         }
         self.last = place_in(level, &self.levels, self.wheel_size, expiration);
-        self.last.placement
+        let placement = self.last.placement;
+        let b = placement.bucket;
+        if self.bucket_is_empty(b) {
+            self.expirations[b] = placement.expiration;
+            self.queue.push(b as u32, placement.expiration);
+        }
+        debug_assert_eq!(
+            self.expirations[b], placement.expiration,
+            "one round a bucket"
+        );
+        (placement.list, placement.expiration)
     }
 
     /// Append an item to list `id` (compacting the list first if it is full of tombstones).
     #[inline]
     fn push(&mut self, id: ListId, item: Item) {
         let slab = &self.slab;
-        list_mut(&mut self.due, &mut self.buckets, id)
-            .push(item, |i| slab.is_current(i.index, i.generation));
+        self.lists[id.index()].push(item, |i| slab.is_current(i.index, i.generation));
     }
 
     /// File an entry (taken out of its list, current) again: into the due list, or into
@@ -595,22 +627,23 @@ impl<T> TimingWheel<T> {
 
     /// Hand out every entry of the due list.
     fn drain_due(&mut self, out: &mut Vec<Expired<T>>) {
-        if self.due.is_empty() {
+        if self.list(ListId::DUE).is_empty() {
             return;
         }
-        let items = self.due.take();
+        let items = self.list_mut(ListId::DUE).take();
         out.reserve(items.len());
         for item in &items {
             if let Some((value, _)) = self.slab.remove(item.index, item.generation) {
                 out.push(Expired {
                     deadline_ms: item.deadline,
-                    seq: item.seq,
+                    // Still the timer's: a released slot keeps it until it is reused.
+                    seq: self.slab.seq(item.index),
                     value,
                 });
             }
         }
         let used = items.len();
-        self.due.recycle(items, used);
+        self.list_mut(ListId::DUE).recycle(items, used);
     }
 
     /// Move every level's clock forward to `now` (never backwards).
@@ -632,7 +665,9 @@ impl<T> TimingWheel<T> {
             .push(Level::new(tick, self.wheel_size, self.now));
         let buckets = self.levels.len() * self.wheel_size as usize;
         assert!(buckets < MAX_BUCKETS, "too many buckets");
-        self.buckets.resize_with(buckets, Bucket::default);
+        self.lists
+            .resize_with(ListId::lists_for(buckets), List::default);
+        self.expirations.resize(buckets, 0);
         self.queue.reserve_buckets(buckets);
         self.stats.add_level();
     }

@@ -136,11 +136,7 @@ fn a_bucket_emptied_by_cancels_still_fires_the_next_timer_put_in_it() {
     // queued, and the timer fire.
     let mut wheel = TimingWheel::new(1, 20, 0);
     let mut keys = vec![wheel.insert(1_000, 0)];
-    let capacity = wheel
-        .buckets
-        .iter()
-        .map(|b| b.rest.capacity())
-        .sum::<usize>();
+    let capacity = wheel.lists.iter().map(List::capacity).sum::<usize>();
     while keys.len() < capacity {
         keys.push(wheel.insert(1_000, keys.len() as u32));
     }
@@ -208,11 +204,7 @@ fn a_list_that_keeps_receiving_timers_reuses_its_buffer() {
         }
     }
     assert_eq!(wheel.len(), 1_000);
-    let capacity: usize = wheel
-        .buckets
-        .iter()
-        .map(|b| b.rest.capacity() + b.head.capacity())
-        .sum();
+    let capacity: usize = wheel.lists.iter().map(List::capacity).sum();
     assert!(
         capacity <= 4 * 1_000 + 4 * COMPACT_MIN,
         "capacity {capacity}"
@@ -264,13 +256,8 @@ fn tombstones_are_compacted_and_never_fire() {
         // entries are tombstones and recycled when flushed, so what is listed stays
         // within a small multiple of the most timers ever pending.
         peak = peak.max(model.len());
-        let items: usize = wheel.due.len()
-            + wheel
-                .buckets
-                .iter()
-                .map(|b| b.rest.len() + b.head.len())
-                .sum::<usize>();
-        let lists = 1 + 2 * wheel.buckets.len();
+        let items: usize = wheel.lists.iter().map(List::len).sum();
+        let lists = wheel.lists.len();
         assert!(items <= 4 * peak + lists * COMPACT_MIN, "{items} listed");
         assert!(wheel.slab.capacity() <= 2 * (model.len() + 4_000));
         // Fire what is due by the next step and compare with the model.
@@ -468,4 +455,26 @@ fn a_chunked_cascade_adds_its_later_moves_to_its_flush_record() {
     assert_eq!(record.moved_down, 5_000);
     assert_eq!(snap.levels[2].cascaded, 5_000);
     assert!(out.is_empty());
+}
+
+#[test]
+fn ties_keep_their_insertion_order_when_the_insertion_numbers_are_renumbered() {
+    let mut wheel = TimingWheel::new(1, 20, 0);
+    let early = wheel.insert(100, 1);
+    wheel.insert(50, 0);
+    wheel.remove(early);
+    wheel.insert(100, 2);
+    // As if almost 2^32 timers had been inserted since: the third insertion from here
+    // finds the counter at its end and renumbers the pending timers.
+    wheel.slab.skip_to_seq(u32::MAX - 2);
+    let keys: Vec<Key> = (3..=7).map(|value| wheel.insert(100, value)).collect();
+    let seqs: Vec<u32> = keys.iter().map(|k| wheel.slab.seq(k.index)).collect();
+    assert_eq!(
+        seqs,
+        vec![2, 3, 4, 5, 6],
+        "renumbered 0..n in insertion order"
+    );
+    assert_eq!(fire(&mut wheel, 50), vec![(50, 0)]);
+    let fired: Vec<u32> = fire(&mut wheel, 100).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(fired, vec![2, 3, 4, 5, 6, 7]);
 }
