@@ -12,6 +12,15 @@ use crate::config::BrokerConfig;
 use crate::connection;
 use crate::replica_manager::ReplicaManager;
 
+/// The tokio runtime `purgatory serve` runs the broker and its embedded followers on.
+///
+/// The benchmarks build their broker on this too, so that they measure what users run.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
 /// A running broker.
 pub struct Broker {
     rm: Arc<ReplicaManager>,
