@@ -7,10 +7,10 @@
 //! p99 within 2x.
 //!
 //!     cargo bench -p purgatory --bench vs_mock -- [--rounds N] [--messages N]
-//!         [--latency-messages N] [--workers N | --current-thread] [--binary PATH]
-//!         [--only throughput|latency]
+//!         [--latency-messages N] [--only throughput|latency] [--variants LIST]
+//!         [--binary PATH] [--no-mock]
 //!
-//! Each round measures, interleaved (the side that goes first alternates per round):
+//! Each round measures every side, interleaved (the order reverses every other round):
 //! - **throughput**: `--messages` (200k) messages of 100 bytes, `linger.ms=5`, produced as
 //!   fast as librdkafka takes them; the time runs from the first send until every delivery
 //!   report is in;
@@ -18,16 +18,24 @@
 //!   `linger.ms=0`, each timed from the send until its delivery report; p50/p90/p99.
 //!
 //! Both sides use the same client code: a librdkafka `ThreadedProducer` driven from a plain
-//! thread (not a tokio task), a fresh producer and topic per measurement, warmed up first.
-//! Only `bootstrap.servers` differs. The mock cluster runs on librdkafka's own thread. Our
-//! broker runs in this process on the tokio runtime `purgatory serve` uses
-//! ([`purgatory::server::runtime`]) unless `--workers`/`--current-thread` says otherwise,
-//! with its followers started exactly as `serve` starts them. `--binary
+//! thread (not a tokio task), `acks=all`, a fresh producer and topic per measurement,
+//! warmed up with 200 sequential messages first. Only `bootstrap.servers` differs. The mock
+//! cluster (one broker) runs on librdkafka's own thread.
+//!
+//! Ours is `Broker::start` plus `EmbeddedFollowers::start_for` with the follower settings
+//! `purgatory serve` gives them, on the tokio runtime `serve` uses
+//! ([`purgatory::server::runtime`]), driven by a thread of its own that sits in `block_on`
+//! as `serve`'s main thread does. `--variants` runs several of ours side by side, for
+//! comparing runtime set-ups in one run: a comma-separated list of `serve` (the default),
+//! `ct` (current-thread runtime), `mtN` (multi-thread, N workers), each optionally with
+//! `+ft` (the followers on a current-thread runtime and thread of their own). `--binary
 //! target/release/purgatory` also measures the real binary as its own process (what users
-//! run; it logs at its default level, to /dev/null).
+//! run, logging at its default level to /dev/null). `--no-mock` skips the mock (profiling).
 //!
 //! Output: one line per side and round, then the medians over rounds and the ratios
-//! (ours/mock) against the targets.
+//! (ours/mock) against the targets: the median of the per-round ratios (each round's sides
+//! ran back to back, so this one cancels most of the machine's drift) and the ratio of the
+//! medians.
 
 use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
@@ -173,7 +181,7 @@ fn latency(bootstrap: &str, topic: &str, messages: usize) -> Histogram<u64> {
 
 /// One side under test: where to connect, and how to make a topic there.
 struct Side {
-    name: &'static str,
+    name: String,
     bootstrap: String,
     /// The mock does not auto-create topics the way we do: it gets them made for it.
     mock: Option<MockCluster<'static, rdkafka::producer::DefaultProducerContext>>,
@@ -208,9 +216,9 @@ struct Args {
     rounds: usize,
     messages: usize,
     latency_messages: usize,
-    workers: Option<usize>,
-    current_thread: bool,
+    variants: Vec<String>,
     binary: Option<String>,
+    no_mock: bool,
     throughput: bool,
     latency: bool,
 }
@@ -225,7 +233,10 @@ fn parse_args() -> Args {
     };
     let number = |name: &str, default: usize| {
         value(name)
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{name} takes a number"))
+            })
             .unwrap_or(default)
     };
     let only = value("--only");
@@ -233,9 +244,13 @@ fn parse_args() -> Args {
         rounds: number("--rounds", 5),
         messages: number("--messages", 200_000),
         latency_messages: number("--latency-messages", 3000),
-        workers: value("--workers").map(|v| v.parse().expect("--workers takes a number")),
-        current_thread: args.iter().any(|a| a == "--current-thread"),
+        variants: value("--variants")
+            .unwrap_or_else(|| "serve".into())
+            .split(',')
+            .map(str::to_string)
+            .collect(),
         binary: value("--binary"),
+        no_mock: args.iter().any(|a| a == "--no-mock"),
         throughput: only.as_deref() != Some("latency"),
         latency: only.as_deref() != Some("throughput"),
     }
@@ -262,43 +277,76 @@ fn spawn_binary(path: &str) -> (Child, String) {
     (child, addr)
 }
 
-fn main() {
-    let args = parse_args();
-    let runtime = if args.current_thread {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-    } else if let Some(n) = args.workers {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()
-            .expect("runtime")
-    } else {
-        purgatory::server::runtime().expect("runtime")
-    };
-    let runtime_desc = if args.current_thread {
-        "current-thread".to_string()
-    } else {
-        format!(
-            "multi-thread, {} workers{}",
-            args.workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-            if args.workers.is_none() {
-                " (as `purgatory serve`)"
-            } else {
-                ""
-            }
-        )
-    };
+/// How our broker is run: which tokio runtime, and where the embedded followers run.
+#[derive(Clone)]
+struct Variant {
+    /// `None`: [`purgatory::server::runtime`], what `purgatory serve` uses.
+    runtime: Option<RuntimeSpec>,
+    /// Followers on a runtime of their own (one current-thread runtime on its own thread).
+    followers_apart: bool,
+}
 
-    // Ours, started as `purgatory serve` starts it (server.rs, main.rs), on its own thread
-    // that stays inside `block_on` like `serve`'s main thread does (a current-thread
-    // runtime only runs while someone is in `block_on`).
-    let (addr_tx, addr_rx) = mpsc::channel();
+#[derive(Clone, Copy)]
+enum RuntimeSpec {
+    CurrentThread,
+    MultiThread(usize),
+}
+
+impl Variant {
+    fn parse(spec: &str) -> Variant {
+        let (rt, apart) = match spec.strip_suffix("+ft") {
+            Some(rt) => (rt, true),
+            None => (spec, false),
+        };
+        let runtime = match rt {
+            "serve" => None,
+            "ct" => Some(RuntimeSpec::CurrentThread),
+            mt => Some(RuntimeSpec::MultiThread(
+                mt.strip_prefix("mt")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| {
+                        panic!("variant {spec:?}: serve, ct or mtN, optionally +ft")
+                    }),
+            )),
+        };
+        Variant {
+            runtime,
+            followers_apart: apart,
+        }
+    }
+
+    fn build(runtime: Option<RuntimeSpec>) -> tokio::runtime::Runtime {
+        match runtime {
+            None => purgatory::server::runtime(),
+            Some(RuntimeSpec::CurrentThread) => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            Some(RuntimeSpec::MultiThread(n)) => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .enable_all()
+                .build(),
+        }
+        .expect("runtime")
+    }
+}
+
+/// What stops one runtime thread of ours: send, then join.
+type Stop = (
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+);
+
+/// Our broker and its two followers, started as `purgatory serve` starts them (server.rs,
+/// main.rs), each runtime on a thread of its own that stays inside `block_on` like
+/// `serve`'s main thread does (a current-thread runtime only runs while someone is in
+/// `block_on`). Returns the bootstrap address and what stops it.
+fn start_ours(variant: &Variant) -> (String, Vec<Stop>) {
+    let mut stops = Vec::new();
+    let (tx, rx) = mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let v = variant.clone();
     let broker_thread = std::thread::spawn(move || {
+        let runtime = Variant::build(v.runtime);
         runtime.block_on(async {
             let config = BrokerConfig {
                 listen: "127.0.0.1:0".into(),
@@ -306,45 +354,88 @@ fn main() {
             };
             let broker = Broker::start(config).await.expect("broker");
             let rm = broker.replica_manager().clone();
-            let template = FollowerConfig {
-                fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
-                fetch_delay_ms: rm.config.follower_fetch_delay_ms,
-                ..FollowerConfig::default()
-            };
             let bootstrap = format!("127.0.0.1:{}", broker.local_addr().port());
-            let followers = EmbeddedFollowers::start_for(&rm, &bootstrap, &[2, 3], &template);
-            addr_tx.send(bootstrap).expect("main thread");
+            let followers = if v.followers_apart {
+                None
+            } else {
+                Some(start_followers(&rm, &bootstrap))
+            };
+            tx.send((bootstrap, rm)).expect("main thread");
             let _ = stop_rx.await;
-            followers.shutdown().await;
+            if let Some(f) = followers {
+                f.shutdown().await;
+            }
             broker.shutdown();
         });
     });
-    let ours = addr_rx.recv().expect("broker started");
-    let mock = MockCluster::new(1).expect("mock cluster");
-    let mut sides = vec![
-        Side {
-            name: "ours",
-            bootstrap: ours,
+    let (bootstrap, rm) = rx.recv().expect("broker started");
+    stops.push((stop_tx, broker_thread));
+    if variant.followers_apart {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let b = bootstrap.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = Variant::build(Some(RuntimeSpec::CurrentThread));
+            runtime.block_on(async {
+                let followers = start_followers(&rm, &b);
+                let _ = stop_rx.await;
+                followers.shutdown().await;
+            });
+        });
+        stops.insert(0, (stop_tx, thread));
+    }
+    (bootstrap, stops)
+}
+
+/// The two embedded followers, configured as `serve` configures them.
+fn start_followers(
+    rm: &purgatory::replica_manager::ReplicaManager,
+    bootstrap: &str,
+) -> EmbeddedFollowers {
+    let template = FollowerConfig {
+        fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
+        fetch_delay_ms: rm.config.follower_fetch_delay_ms,
+        ..FollowerConfig::default()
+    };
+    EmbeddedFollowers::start_for(rm, bootstrap, &[2, 3], &template)
+}
+
+fn main() {
+    let args = parse_args();
+    let mut sides = Vec::new();
+    let mut stops = Vec::new();
+    for spec in &args.variants {
+        let (bootstrap, s) = start_ours(&Variant::parse(spec));
+        stops.extend(s);
+        sides.push(Side {
+            name: if args.variants.len() == 1 {
+                "ours".to_string()
+            } else {
+                format!("ours[{spec}]")
+            },
+            bootstrap,
             mock: None,
-        },
-        Side {
-            name: "mock",
-            bootstrap: mock.bootstrap_servers(),
-            mock: Some(mock),
-        },
-    ];
+        });
+    }
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mock = MockCluster::new(1).expect("mock cluster");
+    let mock_i = sides.len();
+    sides.push(Side {
+        name: "mock".to_string(),
+        bootstrap: mock.bootstrap_servers(),
+        mock: Some(mock),
+    });
     let mut child = None;
     if let Some(path) = &args.binary {
         let (c, addr) = spawn_binary(path);
         child = Some(c);
         sides.push(Side {
-            name: "ours-process",
+            name: "ours-process".to_string(),
             bootstrap: addr,
             mock: None,
         });
     }
     println!(
-        "vs_mock: {} round(s); throughput {} x {VALUE_BYTES} B, linger.ms=5; latency {} sequential, linger.ms=0; acks=all; ours: broker + 2 embedded followers, tokio {runtime_desc}",
+        "vs_mock: {} round(s); throughput {} x {VALUE_BYTES} B, linger.ms=5; latency {} sequential, linger.ms=0; acks=all; ours: broker + 2 embedded followers; `serve`'s runtime: multi-thread, {workers} workers",
         args.rounds, args.messages, args.latency_messages
     );
 
@@ -357,6 +448,9 @@ fn main() {
         }
         if args.throughput {
             for &i in &order {
+                if args.no_mock && i == mock_i {
+                    continue;
+                }
                 let side = &sides[i];
                 let topic = side.topic("throughput", round);
                 let rate = throughput(&side.bootstrap, &topic, args.messages);
@@ -369,6 +463,9 @@ fn main() {
         }
         if args.latency {
             for &i in &order {
+                if args.no_mock && i == mock_i {
+                    continue;
+                }
                 let side = &sides[i];
                 let topic = side.topic("latency", round);
                 let h = latency(&side.bootstrap, &topic, args.latency_messages);
@@ -390,7 +487,11 @@ fn main() {
     }
 
     println!("--- medians over {} round(s)", args.rounds);
-    for (side, r) in sides.iter().zip(&results) {
+    for (side, r) in sides
+        .iter()
+        .zip(&results)
+        .filter(|(s, _)| !(args.no_mock && s.mock.is_some()))
+    {
         let mut line = format!("{:<12}", side.name);
         if let Some(t) = median(&r.throughput) {
             line += &format!(" throughput {t:>9.0} msg/s");
@@ -401,8 +502,11 @@ fn main() {
         }
         println!("{line}");
     }
-    let mock_i = 1;
-    for (i, side) in sides.iter().enumerate().filter(|(i, _)| *i != mock_i) {
+    for (i, side) in sides
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != mock_i && !args.no_mock)
+    {
         let ratio = |ours: &[f64], mock: &[f64]| -> Option<(f64, f64)> {
             // The median of the per-round ratios (each round's sides ran back to back),
             // and the ratio of the medians.
@@ -439,6 +543,8 @@ fn main() {
         let _ = c.kill();
         let _ = c.wait();
     }
-    let _ = stop_tx.send(());
-    broker_thread.join().expect("broker thread");
+    for (stop, thread) in stops {
+        let _ = stop.send(());
+        thread.join().expect("broker thread");
+    }
 }
