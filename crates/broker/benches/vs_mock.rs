@@ -8,7 +8,7 @@
 //!
 //!     cargo bench -p purgatory --bench vs_mock -- [--rounds N] [--messages N]
 //!         [--latency-messages N] [--only throughput|latency] [--variants LIST]
-//!         [--binary PATH] [--no-mock]
+//!         [--binary PATH] [--no-mock | --no-ours]
 //!
 //! Each round measures every side, interleaved (the order reverses every other round):
 //! - **throughput**: `--messages` (200k) messages of 100 bytes, `linger.ms=5`, produced as
@@ -30,7 +30,7 @@
 //! `ct` (current-thread runtime), `mtN` (multi-thread, N workers), each optionally with
 //! `+ft` (the followers on a current-thread runtime and thread of their own). `--binary
 //! target/release/purgatory` also measures the real binary as its own process (what users
-//! run, logging at its default level to /dev/null). `--no-mock` skips the mock (profiling).
+//! run, logging at its default level to /dev/null). `--no-mock` and `--no-ours` skip a side (for profiling one).
 //!
 //! Output: one line per side and round, then the medians over rounds and the ratios
 //! (ours/mock) against the targets: the median of the per-round ratios (each round's sides
@@ -219,6 +219,7 @@ struct Args {
     variants: Vec<String>,
     binary: Option<String>,
     no_mock: bool,
+    no_ours: bool,
     throughput: bool,
     latency: bool,
 }
@@ -251,6 +252,7 @@ fn parse_args() -> Args {
             .collect(),
         binary: value("--binary"),
         no_mock: args.iter().any(|a| a == "--no-mock"),
+        no_ours: args.iter().any(|a| a == "--no-ours"),
         throughput: only.as_deref() != Some("latency"),
         latency: only.as_deref() != Some("throughput"),
     }
@@ -448,7 +450,7 @@ fn main() {
         }
         if args.throughput {
             for &i in &order {
-                if args.no_mock && i == mock_i {
+                if (args.no_mock && i == mock_i) || (args.no_ours && i != mock_i) {
                     continue;
                 }
                 let side = &sides[i];
@@ -463,7 +465,7 @@ fn main() {
         }
         if args.latency {
             for &i in &order {
-                if args.no_mock && i == mock_i {
+                if (args.no_mock && i == mock_i) || (args.no_ours && i != mock_i) {
                     continue;
                 }
                 let side = &sides[i];
@@ -490,7 +492,7 @@ fn main() {
     for (side, r) in sides
         .iter()
         .zip(&results)
-        .filter(|(s, _)| !(args.no_mock && s.mock.is_some()))
+        .filter(|(s, _)| !(args.no_mock && s.mock.is_some()) && !(args.no_ours && s.mock.is_none()))
     {
         let mut line = format!("{:<12}", side.name);
         if let Some(t) = median(&r.throughput) {
@@ -505,7 +507,7 @@ fn main() {
     for (i, side) in sides
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != mock_i && !args.no_mock)
+        .filter(|(i, _)| *i != mock_i && !args.no_mock && !args.no_ours)
     {
         let ratio = |ours: &[f64], mock: &[f64]| -> Option<(f64, f64)> {
             // The median of the per-round ratios (each round's sides ran back to back),

@@ -60,6 +60,8 @@ pub struct KafkaConnection {
     read_buf: BytesMut,
     /// Request frames are encoded here; it keeps its capacity between requests.
     write_buf: BytesMut,
+    /// Length of the last frame received.
+    last_frame_len: usize,
 }
 
 impl KafkaConnection {
@@ -84,6 +86,7 @@ impl KafkaConnection {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             read_buf: BytesMut::new(),
             write_buf: BytesMut::new(),
+            last_frame_len: 0,
         })
     }
 
@@ -106,6 +109,12 @@ impl KafkaConnection {
     /// The broker's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// Length of the last frame received (its allocation's size, for frames longer than
+    /// 16 KiB: those are read into a buffer of their own).
+    pub fn last_frame_len(&self) -> usize {
+        self.last_frame_len
     }
 
     /// Takes the next correlation id (they count up from 1, wrapping at `i32::MAX`).
@@ -215,6 +224,7 @@ impl KafkaConnection {
                     self.peer, self.max_frame_bytes
                 )
             })?;
+        self.last_frame_len = len;
         if len <= READ_CHUNK {
             while self.read_buf.len() < 4 + len {
                 if self.fill().await? == 0 {
