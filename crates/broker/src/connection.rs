@@ -769,9 +769,12 @@ fn encode_response_into(
     api_version: i16,
     response: &ResponseKind,
 ) -> anyhow::Result<()> {
-    frame_into(buf, correlation_id, response.header_version(api_version), |buf| {
-        response.encode(buf, api_version)
-    })
+    frame_into(
+        buf,
+        correlation_id,
+        response.header_version(api_version),
+        |buf| response.encode(buf, api_version),
+    )
 }
 
 /// Appends `size | response header | body` to `buf`, the body written by `body`.
@@ -870,8 +873,8 @@ mod tests {
         use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
         use kafka_protocol::messages::{FetchResponse, TopicName};
         let records = |n: usize, fill: u8| Some(Bytes::from(vec![fill; n]));
-        let fetch = FetchResponse::default().with_responses(vec![
-            FetchableTopicResponse::default()
+        let fetch =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
                 .with_topic(TopicName("t".into()))
                 .with_partitions(vec![
                     PartitionData::default()
@@ -883,20 +886,26 @@ mod tests {
                     PartitionData::default()
                         .with_partition_index(2)
                         .with_records(records(3 * SPLICE_RECORDS_BYTES + 7, 3)),
-                ]),
-        ]);
+                ])]);
         let response = ResponseKind::Fetch(fetch);
         let metadata = ResponseKind::Metadata(Default::default());
         let mut expected = Vec::new();
         let mut out = OutBuf::default();
-        for (i, r) in [&metadata, &response, &metadata, &response].into_iter().enumerate() {
+        for (i, r) in [&metadata, &response, &metadata, &response]
+            .into_iter()
+            .enumerate()
+        {
             for version in [4, 11, 12] {
                 let cid = (10 * i) as i32 + i32::from(version);
                 expected.extend_from_slice(&encode_response(cid, version, r).unwrap());
                 out.push_response(cid, version, r).unwrap();
             }
         }
-        assert_eq!(out.segments.len(), 2 * 2 * 3, "the two large record sets of each fetch");
+        assert_eq!(
+            out.segments.len(),
+            2 * 2 * 3,
+            "the two large record sets of each fetch"
+        );
         assert_eq!(out.len(), expected.len());
         let mut got = Vec::new();
         let mut from = 0;
@@ -906,7 +915,10 @@ mod tests {
             from = segment.at;
         }
         got.extend_from_slice(&out.head[from..]);
-        assert!(got == expected, "spliced bytes differ from the encoded response");
+        assert!(
+            got == expected,
+            "spliced bytes differ from the encoded response"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]
