@@ -1,16 +1,18 @@
 // kafkajs 2.2 — a third, independent implementation of the Kafka protocol — against the
-// broker: admin calls, then an idempotent producer with acks=-1. Prints one JSON line with
-// what it saw; exits non-zero on any error. (kafkajs consumes only through a consumer group,
-// which this broker does not implement yet, so reading back is left to the other clients.)
+// broker: admin calls (creating the topic with the replication factor given, default 3),
+// then an idempotent producer with acks=-1. Prints one JSON line with
+// what it saw; exits non-zero on any error. (kafkajs consumes only through a consumer group:
+// that is kafkajs_group.js.)
 const { Kafka, logLevel } = require('kafkajs')
 
-const [bootstrap, topic] = process.argv.slice(2)
+const [bootstrap, topic, replicas = '3'] = process.argv.slice(2)
+const replicationFactor = Number(replicas)
 const kafka = new Kafka({ brokers: [bootstrap], logLevel: logLevel.NOTHING, clientId: 'kafkajs-check' })
 
 ;(async () => {
   const admin = kafka.admin()
   await admin.connect()
-  const created = await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 3 }] })
+  const created = await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor }] })
   const metadata = await admin.fetchTopicMetadata({ topics: [topic] })
   await admin.disconnect()
 

@@ -2,7 +2,9 @@
 //!
 //! - `GET  /api/state` — every partition (replicas, ISR, LEO, HW, each follower's LEO, lag
 //!   and last fetch), every purgatory (watched / delayed / expired counts and the pending
-//!   operations with what each waits for), the timing wheel, and the embedded followers.
+//!   operations with what each waits for), the timing wheel, the embedded followers, and
+//!   the consumer groups (state, generation, protocol, leader, members with their session
+//!   deadlines and assignments).
 //! - `POST /api/followers/{id}/pause|resume|crash|restart` — fault control.
 //! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
@@ -15,6 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use anyhow::Context;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -25,11 +28,14 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::coordinator::GroupCoordinator;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
 /// Most pending operations listed per purgatory in `/api/state`.
 const MAX_PENDING_SHOWN: usize = 200;
+/// Most groups listed in `/api/state`.
+const MAX_GROUPS_SHOWN: usize = 200;
 
 /// What the admin handlers share.
 #[derive(Clone)]
@@ -44,7 +50,13 @@ pub struct AdminState {
 
 /// Binds the admin listener and serves it in the background. Returns the bound address.
 pub async fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind(listen).await?;
+    let listener = TcpListener::bind(listen).await.with_context(|| {
+        format!(
+            "cannot start the admin HTTP listener on {listen}; choose another address with \
+             --admin-listen HOST:PORT (`admin.listeners` in the config file), or turn it off \
+             with --no-admin"
+        )
+    })?;
     let addr = listener.local_addr()?;
     let app = router(state);
     tokio::spawn(async move {
@@ -83,6 +95,7 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
                 .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
         })
         .collect();
+    let coordinator = GroupCoordinator::existing(rm);
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),
@@ -92,7 +105,10 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
         "purgatories": {
             "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
             "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
+            "rebalance": coordinator.as_ref().map(|c| c.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN)),
+            "heartbeat": coordinator.as_ref().map(|c| c.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN)),
         },
+        "groups": coordinator.as_ref().map(|c| c.snapshot(MAX_GROUPS_SHOWN)),
         "timer": rm.timer.snapshot(),
         "followers": followers.statuses(),
     })

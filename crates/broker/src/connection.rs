@@ -35,7 +35,6 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, warn};
 
-use crate::error_codes as ec;
 use crate::handlers::{self, api_versions, Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
 
@@ -115,6 +114,8 @@ impl ResponseBudget {
 enum Close {
     /// The client closed it cleanly between frames.
     Eof,
+    /// A handler asked to close it once the responses owed are written (the writer logs why).
+    AfterResponses,
     /// Bad input or an I/O error; logged at warn.
     Reason(String),
 }
@@ -142,6 +143,9 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
             // Let the writer finish the responses still owed, then it ends.
             let _ = write_task.await;
             debug!(%peer, "connection closed by client");
+        }
+        Close::AfterResponses => {
+            let _ = write_task.await;
         }
         Close::Reason(reason) => {
             warn!(%peer, %reason, "closing connection");
@@ -177,8 +181,13 @@ async fn read_loop(
             }
             Err(close) => return close,
         };
+        let closing = matches!(slot.reply, Reply::Close(_));
         if slots.send(slot).await.is_err() {
             return Close::Reason("response writer stopped".into());
+        }
+        if closing {
+            // Read nothing more; the writer sends what is owed, then closes.
+            return Close::AfterResponses;
         }
     }
 }
@@ -361,7 +370,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
             api_key,
             api_version: 0,
             reply: Reply::now(ResponseKind::ApiVersions(api_versions::response(
-                ec::UNSUPPORTED_VERSION,
+                kafka_protocol::ResponseError::UnsupportedVersion.code(),
             ))),
             reserved: 0,
         }));
@@ -503,6 +512,12 @@ async fn write_loop(
                 reserved: slot_reserved,
             } = slot;
             let response = match reply {
+                Reply::Close(reason) => {
+                    // The responses queued before this one still go out first.
+                    warn!(%peer, ?api_key, correlation_id, %reason, "closing connection");
+                    failed = true;
+                    break;
+                }
                 Reply::Nothing => None,
                 Reply::Now(response) => Some(*response),
                 Reply::Later(rx) if may_wait => match rx.await {

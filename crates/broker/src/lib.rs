@@ -6,23 +6,35 @@
 //! fetching over the same protocol, move the high watermark past it — or until its timeout
 //! fires in the hierarchical timing wheel.
 //!
-//! Reading order for newcomers:
+//! Reading order for newcomers, top to bottom as a request travels (Kafka's
+//! `SocketServer` → `KafkaApis` → `ReplicaManager` → `Partition`):
 //! 1. [`server`] — accepting connections;
 //! 2. [`connection`] — Kafka framing, in-order responses, bad input;
-//! 3. [`handlers`] — one module per Kafka API;
-//! 4. [`replica_manager`] — partitions, the HW/ISR chain of events, the purgatories;
-//! 5. [`delayed`] — `DelayedProduce` and `DelayedFetch`.
+//! 3. [`handlers`] — one module per Kafka API: wire to domain and back, nothing more;
+//!    group APIs go to [`coordinator`] (Kafka's `GroupCoordinator`), which appends to
+//!    `__consumer_offsets` through the replica manager;
+//! 4. [`replica_manager`] — `append_records`, `fetch_messages`, the HW/ISR chain of events,
+//!    the purgatories; beside it [`topics`] (the registry and the topic config table);
+//! 5. [`delayed`] — `DelayedProduce`, `DelayedFetch`, and the coordinator's `DelayedJoin`,
+//!    `DelayedSync` and `DelayedHeartbeat`, which answer through callbacks;
+//! 6. [`partition`] — the lock around one `replog::Partition`.
+//!
+//! Data flows down and answers flow back through callbacks: no module imports the layer
+//! above it. [`request`] (who sent a request) is shared by every layer.
 
 pub mod admin;
 pub mod config;
 pub mod connection;
+pub mod coordinator;
 pub mod ctl;
 pub mod delayed;
-pub mod error_codes;
 pub mod followers;
 pub mod handlers;
+pub mod partition;
 pub mod replica_manager;
+pub mod request;
 pub mod server;
+pub mod topics;
 
 pub use config::BrokerConfig;
 pub use server::Broker;

@@ -10,6 +10,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::coordinator::GroupCoordinator;
 use crate::replica_manager::ReplicaManager;
 
 /// The tokio runtime `purgatory serve` runs the broker and its embedded followers on: one
@@ -45,12 +46,19 @@ impl Broker {
     /// Binds the listener and starts serving. Must be called inside a tokio runtime.
     pub async fn start(config: BrokerConfig) -> anyhow::Result<Broker> {
         config.validate()?;
-        let listener = TcpListener::bind(&config.listen)
-            .await
-            .with_context(|| format!("binding the Kafka listener to {}", config.listen))?;
+        let listener = TcpListener::bind(&config.listen).await.with_context(|| {
+            format!(
+                "cannot start the Kafka listener on {}; choose another address with \
+                 --listen HOST:PORT (`listeners` in the config file)",
+                config.listen
+            )
+        })?;
         let local_addr = listener.local_addr()?;
         let rm = ReplicaManager::new(config);
         rm.set_bound_port(local_addr.port());
+        // The group coordinator starts with the broker, so that its purgatories show in the
+        // state API from the start; __consumer_offsets is created when a group first needs it.
+        GroupCoordinator::of(&rm);
         info!(
             listen = %local_addr,
             advertised = %format!("{}:{}", rm.config.advertised_host(), local_addr.port()),

@@ -4,120 +4,16 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
-use common::{wait_until, ManualFollower, TestBroker};
+use common::{
+    batch, broker_with_topic, create, long_poll, name, partition_result, produce, wait_until,
+    ManualFollower, TestBroker,
+};
 use followersim::wire::KafkaConnection;
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, ProduceRequest,
-    ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-/// A v2 record batch of `count` records of `size` bytes each, optionally idempotent.
-fn batch(count: usize, size: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
-    let (producer_id, producer_epoch, first_sequence) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: if first_sequence < 0 {
-                -1
-            } else {
-                first_sequence + i as i32
-            },
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(vec![b'x'; size])),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
-}
-
-fn produce(topic: &str, acks: i16, timeout_ms: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])])
-}
-
-fn partition_result(r: &ProduceResponse) -> (i16, i64) {
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-async fn create(
-    conn: &mut KafkaConnection,
-    topic: &str,
-    replication: i16,
-    configs: &[(&str, &str)],
-) {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(5000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(1)
-            .with_replication_factor(replication)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(StrBytes::from_string(k.to_string()))
-                            .with_value(Some(StrBytes::from_string(v.to_string())))
-                    })
-                    .collect(),
-            )]);
-    let response = conn.send(&request, 5).await.expect("CreateTopics answered");
-    assert_eq!(
-        response.topics[0].error_code, 0,
-        "{:?}",
-        response.topics[0].error_message
-    );
-}
-
-/// A broker on a manual clock with one topic, and a connection to it.
-async fn broker_with_topic(
-    topic: &str,
-    replication: i16,
-    configs: &[(&str, &str)],
-) -> (TestBroker, KafkaConnection) {
-    let tb = TestBroker::start_manual(|_| {}).await;
-    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
-    create(&mut conn, topic, replication, configs).await;
-    (tb, conn)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_produce_holds_back_later_responses_on_its_connection() {
@@ -198,7 +94,7 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
     );
     // Like Kafka, completed operations leave watcher lists lazily: the next check on the
     // key (or the periodic purge) drops them, and the key with them.
-    let tp = purgatory::replica_manager::TopicPartition::new("gone", 0);
+    let tp = purgatory::partition::TopicPartition::new("gone", 0);
     assert_eq!(tb.rm().produce_purgatory.check_and_complete(&tp), 0);
     assert_eq!(tb.rm().produce_purgatory.watched(), 0);
     assert!(tb.rm().produce_purgatory.snapshot(10).keys.is_empty());
@@ -404,21 +300,6 @@ async fn topic_creation_is_capped_by_max_partitions() {
     let response = conn.send(&request, 5).await.unwrap();
     assert_eq!(response.topics[0].error_code, 44, "POLICY_VIOLATION");
     assert!(tb.rm().topics().is_empty());
-}
-
-fn long_poll(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(replica_id.into())
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name(topic))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20)])])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,9 +21,7 @@
 //! drops the tail and fetches it again next time, from its new log end offset.
 
 use bytes::Bytes;
-use replog::batch::{
-    compute_crc, read_log_prefix, BatchHeader, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_HEADER_LEN,
-};
+use replog::batch::{compute_crc, BatchFraming, BatchHeader, RawBatch, RecordBatches, MAGIC_V2};
 use std::fmt;
 
 /// Why a run of record batches was rejected.
@@ -183,32 +181,28 @@ pub fn check_batches(
         next_offset: expected_offset,
         ..CheckedBatches::default()
     };
-    let mut pos = 0usize;
-    while pos < records.len() {
-        let rest = &records[pos..];
-        let Some((base_offset, batch_length)) = read_log_prefix(rest) else {
-            // Not even the size prefix: a partial batch.
-            out.partial_tail_bytes = rest.len();
-            break;
-        };
-        if batch_length < (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD) as i32 {
-            return Err(BatchError::BadLength {
+    for found in RecordBatches::new(records) {
+        let RawBatch {
+            start,
+            bytes: batch,
+            header,
+        } = match found {
+            Ok(batch) => batch,
+            // The leader cut the response inside a batch (KIP-74): fetched again next time.
+            Err(BatchFraming::Truncated { remaining, .. }) => {
+                out.partial_tail_bytes = remaining;
+                break;
+            }
+            Err(BatchFraming::BadLength {
                 base_offset,
                 batch_length,
-            });
-        }
-        let size = LOG_OVERHEAD + batch_length as usize;
-        if rest.len() < size {
-            out.partial_tail_bytes = rest.len();
-            break;
-        }
-        let batch = &rest[..size];
-        // `size >= RECORD_BATCH_HEADER_LEN` was checked above, so the header parses.
-        let Some(header) = BatchHeader::parse(batch) else {
-            return Err(BatchError::BadLength {
-                base_offset,
-                batch_length,
-            });
+                ..
+            }) => {
+                return Err(BatchError::BadLength {
+                    base_offset,
+                    batch_length,
+                })
+            }
         };
         verify_batch(&header, batch)?;
         let straddles = out.batches.is_empty()
@@ -225,9 +219,8 @@ pub fn check_batches(
             out.first_offset = header.base_offset;
         }
         out.next_offset = header.next_offset();
-        out.batch_bytes += size;
-        out.batches.push(records.slice(pos..pos + size));
-        pos += size;
+        out.batch_bytes += batch.len();
+        out.batches.push(records.slice(start..start + batch.len()));
     }
     Ok(out)
 }
@@ -237,29 +230,14 @@ pub(crate) mod testing {
     //! Hand-built record batches for tests.
     use super::*;
     use replog::batch::field;
+    use replog::test_util::BatchBuilder;
 
-    /// Builds a valid v2 batch with `records` records starting at `base_offset`.
-    /// The record bodies are opaque filler: the follower never looks inside records.
+    /// A valid v2 batch with `records` records starting at `base_offset`, as a leader
+    /// stores it (the workspace's one test batch builder, `replog::test_util`).
     pub fn batch(base_offset: i64, records: i32) -> Vec<u8> {
-        let body = vec![0xabu8; 10 * records as usize];
-        let batch_length = (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()) as i32;
-        let mut b = Vec::with_capacity(LOG_OVERHEAD + batch_length as usize);
-        b.extend_from_slice(&base_offset.to_be_bytes());
-        b.extend_from_slice(&batch_length.to_be_bytes());
-        b.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
-        b.push(MAGIC_V2 as u8);
-        b.extend_from_slice(&0u32.to_be_bytes()); // crc, filled in below
-        b.extend_from_slice(&0i16.to_be_bytes()); // attributes
-        b.extend_from_slice(&(records - 1).to_be_bytes()); // last offset delta
-        b.extend_from_slice(&1_000i64.to_be_bytes()); // base timestamp
-        b.extend_from_slice(&1_000i64.to_be_bytes()); // max timestamp
-        b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-        b.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-        b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-        b.extend_from_slice(&records.to_be_bytes());
-        b.extend_from_slice(&body);
-        set_crc(&mut b);
-        b
+        BatchBuilder::new(records as usize)
+            .base_offset(base_offset, 0)
+            .build()
     }
 
     /// Recomputes and stores the CRC-32C of a hand-edited batch.

@@ -41,6 +41,7 @@ use kafka_protocol::messages::{
     MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -56,15 +57,6 @@ pub const METADATA_VERSION: i16 = 12;
 pub const LIST_OFFSETS_VERSION: i16 = 7;
 /// ApiVersions version sent first (what librdkafka sends).
 pub const API_VERSIONS_VERSION: i16 = 3;
-
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const LEADER_NOT_AVAILABLE: i16 = 5;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const REPLICA_NOT_AVAILABLE: i16 = 9;
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 75;
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// A partition's records at least this large, making up at least half of their response
 /// frame, are kept by the follower's log as they are: the frame was read into an allocation
@@ -408,7 +400,7 @@ impl Session<'_> {
                 continue;
             }
             for p in &t.partitions {
-                if p.error_code != 0 && p.error_code != REPLICA_NOT_AVAILABLE {
+                if p.error_code != 0 && p.error_code != ResponseError::ReplicaNotAvailable.code() {
                     unsure_topics.insert(name.clone());
                     continue;
                 }
@@ -609,7 +601,11 @@ impl Session<'_> {
                     p.leader_log_start_seen = pd.log_start_offset;
                 }
                 let code = pd.error_code;
-                if code != 0 && code != p.last_error_code && code != OFFSET_OUT_OF_RANGE {
+                let error = code.err();
+                if code != 0
+                    && code != p.last_error_code
+                    && error != Some(ResponseError::OffsetOutOfRange)
+                {
                     warn!(
                         "fetching {tp} from offset {} failed: {}",
                         p.log.log_end_offset(),
@@ -620,19 +616,21 @@ impl Session<'_> {
                     info!("fetching {tp} works again");
                 }
                 p.last_error_code = code;
-                match code {
-                    0 => {}
-                    OFFSET_OUT_OF_RANGE => {
+                match error {
+                    None => {}
+                    Some(ResponseError::OffsetOutOfRange) => {
                         out.out_of_range.push((tp, pd.log_start_offset));
                         out.back_off = true;
                         continue;
                     }
-                    UNKNOWN_TOPIC_OR_PARTITION
-                    | NOT_LEADER_OR_FOLLOWER
-                    | LEADER_NOT_AVAILABLE
-                    | FENCED_LEADER_EPOCH
-                    | UNKNOWN_LEADER_EPOCH
-                    | UNKNOWN_TOPIC_ID => {
+                    Some(
+                        ResponseError::UnknownTopicOrPartition
+                        | ResponseError::NotLeaderOrFollower
+                        | ResponseError::LeaderNotAvailable
+                        | ResponseError::FencedLeaderEpoch
+                        | ResponseError::UnknownLeaderEpoch
+                        | ResponseError::UnknownTopicId,
+                    ) => {
                         out.refresh_metadata = true;
                         out.back_off = true;
                         continue;

@@ -2,8 +2,13 @@
 //!
 //! The fake leader speaks just enough Kafka (ApiVersions, Metadata, Fetch, ListOffsets) to
 //! check the follower's side of replication over a real TCP connection: it records every
-//! Fetch it receives (replica id, version, fetch offsets) and can misbehave on request
-//! (corrupt a batch, cut a response mid-batch, move its log start, lose its data).
+//! Fetch it receives (replica id, version, fetch offsets, when it arrived and when it was
+//! answered), counts Metadata requests, and can misbehave on request (corrupt a batch, cut
+//! a response mid-batch, move its log start, lose its data).
+//!
+//! Timing: tests wait for events the leader records, with a generous deadline that can
+//! only make a test fail. Where time matters, they assert lower bounds only (a tokio sleep
+//! never ends early), never "about N per second".
 
 use anyhow::{bail, Result};
 use bytes::{Bytes, BytesMut};
@@ -23,6 +28,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use parking_lot::Mutex;
+use replog::test_util::BatchBuilder;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,28 +38,11 @@ use tokio::time::{sleep, Instant};
 // ---------------------------------------------------------------------------------------
 // Record batches
 
-/// A valid v2 batch of `records` opaque records at `base_offset`.
+/// A valid v2 batch of `records` records at `base_offset`, as a leader stores it.
 fn batch(base_offset: i64, records: i32) -> Vec<u8> {
-    let body = vec![0x5a_u8; 8 * records as usize];
-    let batch_length = (49 + body.len()) as i32;
-    let mut b = Vec::new();
-    b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(&batch_length.to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&(records - 1).to_be_bytes());
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes());
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&records.to_be_bytes());
-    b.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    BatchBuilder::new(records as usize)
+        .base_offset(base_offset, 0)
+        .build()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -89,12 +78,18 @@ struct SeenFetch {
     max_bytes: i32,
     /// (topic, partition, fetch offset)
     offsets: Vec<(String, i32, i64)>,
+    /// When the leader read the request.
+    received: Instant,
+    /// When the leader fixed the response's content (it is sent right after).
+    answered: Option<Instant>,
 }
 
 #[derive(Default)]
 struct LeaderState {
     topics: BTreeMap<String, BTreeMap<i32, FakePartition>>,
     fetches: Vec<SeenFetch>,
+    /// Metadata requests served, from any connection.
+    metadata_requests: usize,
     connections: usize,
     open_connections: usize,
     /// Corrupt the records of the next N non-empty partition responses.
@@ -179,6 +174,16 @@ impl FakeLeader {
         self.state.lock().fetches.clone()
     }
 
+    /// Fetches answered so far (a long-polled one counts once its answer is decided).
+    fn answered_fetches(&self) -> usize {
+        let st = self.state.lock();
+        st.fetches.iter().filter(|x| x.answered.is_some()).count()
+    }
+
+    fn metadata_requests(&self) -> usize {
+        self.state.lock().metadata_requests
+    }
+
     async fn handle(&self, stream: tokio::net::TcpStream) -> Result<()> {
         let mut conn = KafkaConnection::from_stream(stream)?;
         while let Some(mut frame) = conn.recv_frame().await? {
@@ -206,6 +211,7 @@ impl FakeLeader {
                 3 => {
                     let _req = MetadataRequest::decode(&mut frame, v)?;
                     let resp = self.metadata();
+                    self.state.lock().metadata_requests += 1;
                     ResponseHeader::default()
                         .with_correlation_id(header.correlation_id)
                         .encode(&mut out, MetadataResponse::header_version(v))?;
@@ -270,8 +276,9 @@ impl FakeLeader {
 
     /// Answers a Fetch, long-polling (up to max_wait) while there is no data.
     async fn fetch(&self, req: &FetchRequest, version: i16) -> FetchResponse {
-        let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-        {
+        let received = Instant::now();
+        let deadline = received + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+        let index = {
             let offsets = req
                 .topics
                 .iter()
@@ -281,16 +288,21 @@ impl FakeLeader {
                         .map(move |p| (t.topic.0.to_string(), p.partition, p.fetch_offset))
                 })
                 .collect();
-            self.state.lock().fetches.push(SeenFetch {
+            let mut st = self.state.lock();
+            st.fetches.push(SeenFetch {
                 replica_id: req.replica_id.0,
                 version,
                 max_bytes: req.max_bytes,
                 offsets,
+                received,
+                answered: None,
             });
-        }
+            st.fetches.len() - 1
+        };
         loop {
             let (resp, has_data) = self.fetch_now(req);
             if has_data || Instant::now() >= deadline {
+                self.state.lock().fetches[index].answered = Some(Instant::now());
                 return resp;
             }
             sleep(Duration::from_millis(5)).await;
@@ -504,12 +516,27 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
 
     f.pause();
     assert_eq!(f.status().state, FollowerState::Paused);
-    sleep(Duration::from_millis(150)).await; // let an in-flight fetch finish
-    let before = leader.fetches().len();
+    // `#[tokio::test]` runs the test and the follower on one thread, so the follower has
+    // not run since `pause()`: every Fetch it may send from here on is counted in `sent`.
+    // One may be in flight; it is finished, so wait until the leader has answered it
+    // before appending (otherwise it would rightly carry the new data).
+    let sent = f.status().fetches_sent as usize;
+    wait_until(
+        "the leader answered the Fetches sent before the pause",
+        || leader.answered_fetches() >= sent,
+    )
+    .await;
     leader.append("demo", 0, 2);
-    sleep(Duration::from_millis(300)).await;
-    assert_eq!(leader.fetches().len(), before, "no fetch while paused");
-    assert_eq!(leo(&f, "demo", 0), Some(0));
+    // A paused follower still re-reads Metadata (every 50 ms here). A running one sends a
+    // Fetch between any two Metadata requests, so seeing three Metadata requests and no
+    // Fetch shows it alive and not fetching, whatever the machine's speed.
+    let metadata = leader.metadata_requests();
+    wait_until("three Metadata refreshes while paused", || {
+        leader.metadata_requests() >= metadata + 3
+    })
+    .await;
+    assert_eq!(leader.fetches().len(), sent, "no fetch while paused");
+    assert_eq!(leo(&f, "demo", 0), Some(0), "no data while paused");
     assert_eq!(leader.state.lock().open_connections, 1, "connection kept");
     assert_eq!(leader.state.lock().connections, 1);
     // While paused it still watches Metadata, so it notices being dropped from the ISR.
@@ -518,7 +545,7 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
         !f.status().partitions[0].in_isr_seen
     })
     .await;
-    assert_eq!(leader.fetches().len(), before);
+    assert_eq!(leader.fetches().len(), sent, "still no fetch");
 
     f.resume();
     wait_until("caught up after resume", || leo(&f, "demo", 0) == Some(2)).await;
@@ -704,21 +731,31 @@ async fn knobs_change_what_it_sends() {
     })
     .await;
 
-    // Slow follower: about one fetch per 200 ms.
+    // Slow follower: each Fetch leaves at least 200 ms after the answer to the one before.
+    // The follower has not run since the knob changed (one thread), so Fetch number `sent`
+    // (0-based) is the first one sent under the new delay, and the one before it has been
+    // or will be answered first. Only the lower bound is asserted: a sleep never ends
+    // early, while a busy machine may make any gap longer.
     f.set_fetch_delay_ms(200);
-    sleep(Duration::from_millis(250)).await;
-    let n = leader.fetches().len();
-    sleep(Duration::from_millis(1000)).await;
-    let m = leader.fetches().len() - n;
-    assert!(
-        (3..=7).contains(&m),
-        "{m} fetches in 1 s with a 200 ms delay"
-    );
+    let sent = f.status().fetches_sent as usize;
+    wait_until("three Fetches under the delay", || {
+        leader.fetches().len() >= sent + 3
+    })
+    .await;
+    let fetches = leader.fetches();
+    for pair in fetches[sent - 1..sent + 3].windows(2) {
+        let answered = pair[0].answered.expect("answered before the next Fetch");
+        let gap = pair[1].received - answered;
+        assert!(
+            gap >= Duration::from_millis(200),
+            "a Fetch sent {gap:?} after the previous answer, with a 200 ms delay"
+        );
+    }
     f.set_fetch_delay_ms(0);
 
-    // Lag mode: data shows up in the follower's log only after lag_ms.
+    // Lag mode: data shows up in the follower's log, and the leader hears of it, only
+    // lag_ms after the response carrying it arrived (which is after `start`).
     f.set_lag_ms(400);
-    sleep(Duration::from_millis(250)).await;
     let start = Instant::now();
     leader.append("demo", 0, 1);
     wait_until("lagging replica catches up", || {
@@ -727,8 +764,24 @@ async fn knobs_change_what_it_sends() {
     .await;
     let took = start.elapsed();
     assert!(
-        took >= Duration::from_millis(390),
+        took >= Duration::from_millis(400),
         "appended after {took:?}"
+    );
+    let told = || {
+        leader
+            .fetches()
+            .iter()
+            .find(|x| x.offsets.contains(&("demo".into(), 0, 1)))
+            .map(|x| x.received)
+    };
+    wait_until("the leader is told the new log end offset", || {
+        told().is_some()
+    })
+    .await;
+    let told = told().expect("told") - start;
+    assert!(
+        told >= Duration::from_millis(400),
+        "the leader saw offset 1 after {told:?}"
     );
     let s = f.status();
     assert_eq!((s.fetch_delay_ms, s.lag_ms, s.max_bytes), (0, 400, 4096));

@@ -324,6 +324,136 @@ pub fn validate_batch(batch: &[u8], max_batch_bytes: usize) -> Result<BatchHeade
     Ok(header)
 }
 
+/// One batch found by [`RecordBatches`]: where it starts in the blob, its bytes (exactly
+/// `LOG_OVERHEAD + batchLength` of them) and its parsed, not yet validated, header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawBatch<'a> {
+    /// Byte position of the batch in the blob.
+    pub start: usize,
+    /// The batch's bytes.
+    pub bytes: &'a [u8],
+    /// The header, as read (not validated: see [`validate_batch`]).
+    pub header: BatchHeader,
+}
+
+/// Why [`RecordBatches`] stopped before the end of a blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchFraming {
+    /// The bytes left at `start` are not a whole batch: too few for the header, or fewer
+    /// than the batch declares. A fetch response may end like this (the leader cuts it at
+    /// `max_bytes`, KIP-74); a produce request may not.
+    Truncated {
+        /// Where the incomplete batch starts.
+        start: usize,
+        /// How many bytes are left from there.
+        remaining: usize,
+    },
+    /// The declared `batchLength` cannot hold a v2 header (or is negative): whatever
+    /// follows is not a record batch, so nothing after it can be trusted either.
+    BadLength {
+        /// Where the bad batch starts.
+        start: usize,
+        /// Its `baseOffset` field.
+        base_offset: i64,
+        /// Its `batchLength` field.
+        batch_length: i32,
+    },
+}
+
+impl std::fmt::Display for BatchFraming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchFraming::Truncated { start, remaining } => write!(
+                f,
+                "{remaining} bytes at position {start} do not hold a whole record batch"
+            ),
+            BatchFraming::BadLength {
+                start,
+                batch_length,
+                ..
+            } => write!(
+                f,
+                "batch at position {start} declares a batchLength of {batch_length}, too small for a v2 header"
+            ),
+        }
+    }
+}
+
+/// Walks a `records` blob batch by batch, reading each batch's length prefix and header:
+/// the one way every part of this workspace splits record batches (the leader's append,
+/// the read path, the follower simulator's checks).
+///
+/// Yields `Ok(RawBatch)` for each whole batch, then at most one `Err(BatchFraming)` if the
+/// blob does not end on a batch boundary, and then nothing. It never panics and never
+/// reads past the blob, whatever the bytes; it does not check CRCs or header consistency
+/// ([`validate_batch`] does that for client data).
+#[derive(Debug, Clone)]
+pub struct RecordBatches<'a> {
+    records: &'a [u8],
+    pos: usize,
+    stopped: bool,
+}
+
+impl<'a> RecordBatches<'a> {
+    /// Batches of `records`, from its start.
+    pub fn new(records: &'a [u8]) -> Self {
+        RecordBatches {
+            records,
+            pos: 0,
+            stopped: false,
+        }
+    }
+}
+
+impl<'a> Iterator for RecordBatches<'a> {
+    type Item = Result<RawBatch<'a>, BatchFraming>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.stopped || self.pos >= self.records.len() {
+            return None;
+        }
+        let start = self.pos;
+        let rest = &self.records[start..];
+        let truncated = BatchFraming::Truncated {
+            start,
+            remaining: rest.len(),
+        };
+        let stop = |this: &mut Self, why| {
+            this.stopped = true;
+            Some(Err(why))
+        };
+        let Some((base_offset, batch_length)) = read_log_prefix(rest) else {
+            return stop(self, truncated);
+        };
+        let len = usize::try_from(batch_length)
+            .ok()
+            .and_then(|l| l.checked_add(LOG_OVERHEAD))
+            .filter(|len| *len >= RECORD_BATCH_HEADER_LEN);
+        let Some(len) = len else {
+            return stop(
+                self,
+                BatchFraming::BadLength {
+                    start,
+                    base_offset,
+                    batch_length,
+                },
+            );
+        };
+        if len > rest.len() {
+            return stop(self, truncated);
+        }
+        let bytes = &rest[..len];
+        // `len >= RECORD_BATCH_HEADER_LEN`, so the header is there to parse.
+        let header = BatchHeader::parse(bytes)?;
+        self.pos += len;
+        Some(Ok(RawBatch {
+            start,
+            bytes,
+            header,
+        }))
+    }
+}
+
 /// One batch found in a records blob: where it is and what its header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchSpan {
@@ -345,31 +475,30 @@ pub fn split_and_validate(
     if records.is_empty() {
         return Err(invalid("no record batches".to_string()));
     }
-    let mut spans = Vec::new();
-    let mut start = 0usize;
-    while start < records.len() {
-        let rest = &records[start..];
-        let batch_length = read_i32(rest, field::BATCH_LENGTH).ok_or_else(|| {
-            invalid(format!(
-                "{} trailing bytes at position {start} are too short for a batch",
-                rest.len()
-            ))
-        })?;
-        let len = usize::try_from(batch_length)
-            .ok()
-            .and_then(|l| l.checked_add(LOG_OVERHEAD))
-            .ok_or_else(|| invalid(format!("negative batch length {batch_length}")))?;
-        if len > rest.len() {
-            return Err(invalid(format!(
-                "batch at position {start} declares {len} bytes but only {} remain",
-                rest.len()
-            )));
+    RecordBatches::new(records)
+        .map(|batch| {
+            let batch = batch.map_err(|framing| invalid(framing.to_string()))?;
+            Ok(BatchSpan {
+                start: batch.start,
+                len: batch.bytes.len(),
+                header: validate_batch(batch.bytes, max_batch_bytes)?,
+            })
+        })
+        .collect()
+}
+
+/// How many whole batches `records` holds, and whether that is all it holds (no
+/// trailing partial or malformed bytes). Produce v3+ must carry exactly one batch per
+/// partition: the broker checks this before anything else.
+pub fn count_batches(records: &[u8]) -> (usize, bool) {
+    let mut count = 0;
+    for batch in RecordBatches::new(records) {
+        match batch {
+            Ok(_) => count += 1,
+            Err(_) => return (count, false),
         }
-        let header = validate_batch(&rest[..len], max_batch_bytes)?;
-        spans.push(BatchSpan { start, len, header });
-        start += len;
     }
-    Ok(spans)
+    (count, true)
 }
 
 /// Iterates over the headers of the complete batches at the start of `records`,
@@ -377,17 +506,7 @@ pub fn split_and_validate(
 /// does with a fetch response. Useful to find the next fetch offset after a read:
 /// [`BatchHeader::next_offset`] of the last header.
 pub fn batch_headers(records: &[u8]) -> impl Iterator<Item = BatchHeader> + '_ {
-    let mut start = 0usize;
-    std::iter::from_fn(move || {
-        let rest = records.get(start..)?;
-        let header = BatchHeader::parse(rest)?;
-        let len = header.size_in_bytes()?;
-        if len < RECORD_BATCH_HEADER_LEN || len > rest.len() {
-            return None;
-        }
-        start += len;
-        Some(header)
-    })
+    RecordBatches::new(records).map_while(|batch| batch.ok().map(|b| b.header))
 }
 
 /// Writes `base_offset` and `partition_leader_epoch` into a batch in place. Both

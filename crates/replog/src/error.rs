@@ -1,30 +1,14 @@
-//! # Errors, and the Kafka error codes they map to
+//! # Errors, and the Kafka errors they map to
 //!
-//! Every error a partition can return corresponds to one error code of the Kafka
-//! protocol, so the broker can put `kafka_error_code()` straight into a response.
+//! Every error a partition can return corresponds to one error of the Kafka protocol
+//! (`kafka_protocol::ResponseError`, the one table of error codes the whole workspace
+//! uses), so the broker can put `error().code()` straight into a response.
 //! Note what is *not* an error: an idempotent producer retrying a batch the log
 //! already holds gets a successful answer (with `duplicate = true`), exactly as Kafka
 //! acknowledges such retries with the original offsets.
 
+use kafka_protocol::ResponseError;
 use thiserror::Error;
-
-/// Kafka error codes used by this crate (from the protocol's `Errors` table).
-pub mod codes {
-    /// `OFFSET_OUT_OF_RANGE`: fetch offset below the log start or above the log end.
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    /// `CORRUPT_MESSAGE`: a batch's CRC does not match its bytes.
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    /// `NOT_LEADER_OR_FOLLOWER`: the replica is not assigned to this partition.
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    /// `MESSAGE_TOO_LARGE`: a batch exceeds `message.max.bytes`.
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`: an idempotent batch's sequence leaves a gap.
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    /// `INVALID_PRODUCER_EPOCH`: the batch comes from a fenced (older) producer epoch.
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    /// `INVALID_RECORD`: malformed batch (truncated, wrong magic, inconsistent header...).
-    pub const INVALID_RECORD: i16 = 87;
-}
 
 /// Why [`crate::Partition::append`] refused a `records` blob. Nothing was appended.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -76,29 +60,34 @@ pub enum AppendError {
         /// The epoch the log has seen.
         current_epoch: i16,
     },
+    /// An `acks=all` produce arrived while the ISR is smaller than the minimum in force
+    /// (`NOT_ENOUGH_REPLICAS`, 19): it is refused before anything is appended, because
+    /// the records could not be acknowledged as durable.
+    #[error("the ISR has {isr_size} replicas, fewer than the {min_isr} required for acks=all")]
+    NotEnoughReplicas {
+        /// Replicas in the ISR, leader included.
+        isr_size: usize,
+        /// The minimum in force: `min(min.insync.replicas, replication factor)`.
+        min_isr: usize,
+    },
 }
 
 impl AppendError {
-    /// The Kafka protocol error code for this error.
-    pub fn kafka_error_code(&self) -> i16 {
+    /// The Kafka protocol error for this error.
+    pub fn error(&self) -> ResponseError {
         match self {
-            AppendError::CorruptMessage { .. } => codes::CORRUPT_MESSAGE,
-            AppendError::InvalidRecord { .. } => codes::INVALID_RECORD,
-            AppendError::MessageTooLarge { .. } => codes::MESSAGE_TOO_LARGE,
-            AppendError::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            AppendError::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
+            AppendError::CorruptMessage { .. } => ResponseError::CorruptMessage,
+            AppendError::InvalidRecord { .. } => ResponseError::InvalidRecord,
+            AppendError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+            AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         }
     }
 
-    /// The Kafka name of the error code, e.g. `"CORRUPT_MESSAGE"`.
-    pub fn kafka_error_name(&self) -> &'static str {
-        match self {
-            AppendError::CorruptMessage { .. } => "CORRUPT_MESSAGE",
-            AppendError::InvalidRecord { .. } => "INVALID_RECORD",
-            AppendError::MessageTooLarge { .. } => "MESSAGE_TOO_LARGE",
-            AppendError::OutOfOrderSequence { .. } => "OUT_OF_ORDER_SEQUENCE_NUMBER",
-            AppendError::InvalidProducerEpoch { .. } => "INVALID_PRODUCER_EPOCH",
-        }
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        self.error().code()
     }
 }
 
@@ -119,11 +108,16 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// The Kafka protocol error for this error.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        }
+    }
+
     /// The Kafka protocol error code for this error.
     pub fn kafka_error_code(&self) -> i16 {
-        match self {
-            ReadError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
-        }
+        self.error().code()
     }
 }
 
@@ -157,11 +151,16 @@ pub enum FollowerError {
 }
 
 impl FollowerError {
+    /// The Kafka protocol error for this error.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            FollowerError::NotAReplica { .. } => ResponseError::NotLeaderOrFollower,
+            FollowerError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        }
+    }
+
     /// The Kafka protocol error code for this error.
     pub fn kafka_error_code(&self) -> i16 {
-        match self {
-            FollowerError::NotAReplica { .. } => codes::NOT_LEADER_OR_FOLLOWER,
-            FollowerError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
-        }
+        self.error().code()
     }
 }

@@ -35,6 +35,8 @@ pub mod error;
 pub mod partition;
 pub mod producer_state;
 pub mod replica;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 
 #[cfg(test)]
 mod tests;
@@ -43,7 +45,7 @@ pub use config::LogConfig;
 pub use error::{AppendError, FollowerError, ReadError};
 pub use partition::{
     AppendInfo, FollowerSnapshot, FollowerUpdate, Partition, PartitionSnapshot, ReadBound,
-    ReadResult, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+    ReadResult, ReplicationState, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use producer_state::{BatchMetadata, ProducerStateEntry};
 pub use replica::FollowerState;

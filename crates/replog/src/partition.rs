@@ -22,7 +22,10 @@
 //!   offset below it is on every in-sync replica, so it survives the loss of the leader.
 //!   Consumers only see records below the HW, and an `acks=all` produce is answered
 //!   once the HW has passed its records. The HW never moves backwards and, as in
-//!   KIP-966, does not advance while the ISR is smaller than `min.insync.replicas`.
+//!   KIP-966, does not advance while the ISR is smaller than the minimum in force.
+//! * **Minimum ISR in force**: `min(min.insync.replicas, replication factor)`, as
+//!   Kafka's `effectiveMinIsr`. A topic with one replica takes `acks=all` writes even
+//!   though the broker's `min.insync.replicas` is 2: no ISR could ever be larger.
 //!
 //! Everything here is synchronous and takes the current time as an argument, so the
 //! broker can drive it from its clock and tests from a manual one.
@@ -52,6 +55,20 @@ pub enum ReadBound {
     HighWatermark,
     /// Followers: everything up to the log end offset.
     LogEnd,
+}
+
+/// How far an `acks=all` write has got: Kafka's `checkEnoughReplicasReachOffset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReplicationState {
+    /// The high watermark is still below the required offset: keep waiting.
+    Pending,
+    /// The high watermark reached the required offset and the ISR has at least the
+    /// minimum in force: every in-sync replica holds the records.
+    Replicated,
+    /// The high watermark reached the required offset, but by the time it was checked
+    /// the ISR had shrunk below the minimum in force (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`):
+    /// the records are on every replica that *is* in sync, just not on enough of them.
+    ReplicatedBelowMinIsr,
 }
 
 /// Where an append landed.
@@ -136,8 +153,10 @@ pub struct PartitionSnapshot {
     pub replicas: Vec<i32>,
     /// The in-sync replicas, leader first.
     pub isr: Vec<i32>,
-    /// `min.insync.replicas`.
+    /// `min.insync.replicas` as configured.
     pub min_insync_replicas: usize,
+    /// The minimum in force: `min(min.insync.replicas, replication factor)`.
+    pub effective_min_isr: usize,
     /// First offset still stored.
     pub log_start_offset: i64,
     /// Next offset to be assigned.
@@ -192,8 +211,8 @@ impl Partition {
     /// ids are ignored. All replicas start in the ISR with LEO 0 and caught up at
     /// `now_ms`; the leader epoch is 0.
     ///
-    /// Note: if `min_insync_replicas` exceeds the number of replicas, the HW can never
-    /// advance.
+    /// A `min_insync_replicas` above the number of replicas is capped by it (see
+    /// [`Partition::effective_min_isr`]).
     pub fn new(
         topic: &str,
         partition: i32,
@@ -232,6 +251,25 @@ impl Partition {
         partition
     }
 
+    /// Appends a producer's `records` as the leader, Kafka's `appendRecordsToLeader`:
+    /// with `required_acks == -1` (`acks=all`) the write is refused with
+    /// [`AppendError::NotEnoughReplicas`] if the ISR is already smaller than the minimum
+    /// in force, and nothing is appended; otherwise it is [`Partition::append`].
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: u64,
+    ) -> Result<AppendInfo, AppendError> {
+        if required_acks == -1 && !self.has_min_insync_replicas() {
+            return Err(AppendError::NotEnoughReplicas {
+                isr_size: self.isr_len(),
+                min_isr: self.effective_min_isr(),
+            });
+        }
+        self.append(records, now_ms)
+    }
+
     /// Appends the `records` of one produce partition: one or more v2 record batches.
     ///
     /// Every batch is validated first (complete, magic 2, CRC, size, consistent header,
@@ -242,7 +280,9 @@ impl Partition {
     /// `min.insync.replicas <= 1`), otherwise it waits for follower fetches.
     ///
     /// If an idempotent batch is a retry of one already appended, nothing is appended
-    /// and the original offsets are returned with `duplicate: true`.
+    /// and the original offsets are returned with `duplicate: true`. A retry must come
+    /// alone: a duplicate among several batches is refused as `INVALID_RECORD`, so the
+    /// batches beside it are never acknowledged without being appended.
     ///
     /// Each batch is copied into its own buffer, so the log never keeps alive the
     /// request buffer `records` was cut from and [`Partition::size_bytes`] is the
@@ -273,6 +313,17 @@ impl Partition {
                     now_ms,
                 )?;
                 if let SequenceCheck::Duplicate(original) = check {
+                    if spans.len() > 1 {
+                        return Err(AppendError::InvalidRecord {
+                            reason: format!(
+                                "batch {} of {} is a retry of offsets {}..={} and a retry must come alone",
+                                placed.len() + 1,
+                                spans.len(),
+                                original.base_offset,
+                                original.last_offset
+                            ),
+                        });
+                    }
                     return Ok(AppendInfo {
                         base_offset: original.base_offset,
                         last_offset: original.last_offset,
@@ -485,10 +536,10 @@ impl Partition {
     }
 
     /// Recomputes the HW as the minimum LEO over the ISR; moves it only forward, and
-    /// only while the ISR has at least `min.insync.replicas` members. Returns whether
+    /// only while the ISR has at least the minimum in force (KIP-966). Returns whether
     /// it moved.
     fn maybe_advance_high_watermark(&mut self) -> bool {
-        if self.isr_len() < self.config.min_insync_replicas {
+        if !self.has_min_insync_replicas() {
             return false;
         }
         let candidate = self
@@ -575,15 +626,37 @@ impl Partition {
         1 + self.followers.iter().filter(|f| f.in_isr).count()
     }
 
-    /// `min.insync.replicas`.
+    /// `min.insync.replicas` as configured for this partition's topic.
     pub fn min_insync_replicas(&self) -> usize {
         self.config.min_insync_replicas
     }
 
-    /// Whether the ISR has at least `min.insync.replicas` members, i.e. whether an
-    /// `acks=all` produce may be appended (else `NOT_ENOUGH_REPLICAS`).
+    /// The minimum ISR in force: `min(min.insync.replicas, replication factor)`, Kafka's
+    /// `effectiveMinIsr`. A configured minimum above the replica count would make the
+    /// partition unwritable with `acks=all` forever, so the replica count caps it.
+    pub fn effective_min_isr(&self) -> usize {
+        self.config
+            .min_insync_replicas
+            .min(self.replicas.len())
+            .max(1)
+    }
+
+    /// Whether the ISR has at least the minimum in force, i.e. whether an `acks=all`
+    /// produce may be appended (else `NOT_ENOUGH_REPLICAS`) and the HW may move.
     pub fn has_min_insync_replicas(&self) -> bool {
-        self.isr_len() >= self.config.min_insync_replicas
+        self.isr_len() >= self.effective_min_isr()
+    }
+
+    /// Whether an `acks=all` write that needs the HW at `required_offset` (the offset
+    /// after its last record) is done, Kafka's `checkEnoughReplicasReachOffset`.
+    pub fn replication_state(&self, required_offset: i64) -> ReplicationState {
+        if self.high_watermark < required_offset {
+            ReplicationState::Pending
+        } else if self.has_min_insync_replicas() {
+            ReplicationState::Replicated
+        } else {
+            ReplicationState::ReplicatedBelowMinIsr
+        }
     }
 
     /// The leader's view of follower `id`, or `None` if `id` is not a follower.
@@ -722,6 +795,7 @@ impl Partition {
             replicas: self.replicas.clone(),
             isr: self.isr(),
             min_insync_replicas: self.config.min_insync_replicas,
+            effective_min_isr: self.effective_min_isr(),
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             high_watermark: self.high_watermark,

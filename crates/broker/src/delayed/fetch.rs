@@ -1,16 +1,28 @@
 //! `DelayedFetch`: a fetch waiting for enough data.
 //!
-//! It completes when the bytes available across its partitions reach `min_bytes` — counted
-//! up to the log end for a follower, up to the high watermark for a consumer — or when a
-//! partition errors (deleted, offset out of range), or when `max_wait_ms` passes; then it
-//! reads whatever is there and answers.
+//! Kafka's rule (`DelayedFetch.tryComplete`): add up, over the fetch's partitions, the
+//! bytes readable from each fetch offset — up to the log end for a follower, up to the high
+//! watermark for a consumer — counting each partition at most up to its
+//! `partition_max_bytes`; the fetch can be answered once that sum (at most the request's
+//! `max_bytes`) reaches `min_bytes`. It is answered at once, whatever the bytes, if a
+//! partition has an error (deleted, offset out of range) or if `min_bytes` is 0. Otherwise
+//! it waits, and is re-checked whenever a watched partition's log grows (followers) or its
+//! high watermark moves (consumers), until `max_wait_ms` passes; then it reads whatever is
+//! there and answers.
+//!
+//! The same rule decides, when the fetch arrives, whether it needs to wait at all, and the
+//! same read ([`read_from_local_log`]) builds the answer either way.
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::{FetchResponse, ResponseKind};
-use replog::ReadBound;
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use replog::{ReadBound, ReadError};
 use timewheel::DelayedOperation;
-use tokio::sync::oneshot;
+
+use super::{Once, OpMeta, TRACE_TARGET};
+use crate::partition::{PartitionHandle, TopicPartition};
+
 /// Consumer fetches are logged at info; followers long-poll all the time, so their parked
 /// fetches are logged at debug and do not drown the story of a produce.
 macro_rules! fetch_event {
@@ -23,60 +35,169 @@ macro_rules! fetch_event {
     };
 }
 
-use super::{OpMeta, Responder, TRACE_TARGET};
-use crate::error_codes as ec;
-use crate::handlers::fetch::read_response;
-use crate::replica_manager::{PartitionHandle, TopicPartition};
-
-/// What the fetcher asked for, overall.
+/// What the fetcher asked for, overall (Kafka's `FetchParams`).
 #[derive(Debug, Clone, Copy)]
 pub struct FetchParams {
     /// -1 for consumers; the follower's broker id otherwise.
     pub replica_id: i32,
-    /// Answer once this many bytes are available.
+    /// How long the fetch may wait for `min_bytes`.
+    pub max_wait_ms: u64,
+    /// Answer once this many bytes are available (0: answer at once).
     pub min_bytes: usize,
-    /// Bound on the whole response (the first batch is always returned whole).
+    /// Bound on the whole response (the first batch is always returned whole, KIP-74).
     pub max_bytes: usize,
     /// How far the fetcher may read: the log end (followers) or the HW (consumers).
     pub bound: ReadBound,
 }
 
-/// One partition of a fetch.
+impl FetchParams {
+    /// A follower replica's fetch (`replica_id >= 0`).
+    pub fn is_from_follower(&self) -> bool {
+        self.replica_id >= 0
+    }
+}
+
+/// One partition of a fetch (Kafka's `FetchPartitionStatus`).
 #[derive(Clone)]
-pub struct FetchPartitionSpec {
-    /// Partition index.
-    pub partition: i32,
-    /// The partition, if it exists.
+pub struct FetchPartitionStatus {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Its log, if it exists.
     pub handle: Option<Arc<PartitionHandle>>,
     /// Where to read from.
     pub fetch_offset: i64,
     /// Bound for this partition.
     pub partition_max_bytes: usize,
-    /// An error found while handling the request (answered as-is).
-    pub error_code: i16,
+    /// An error found before reading (answered as-is).
+    pub error: Option<ResponseError>,
+}
+
+/// What a fetch returns for one partition (Kafka's `FetchPartitionData`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartitionData {
+    /// `None` on success.
+    pub error: Option<ResponseError>,
+    /// The partition's high watermark (-1 on error).
+    pub high_watermark: i64,
+    /// The last stable offset (= HW: no transactions here; -1 on error).
+    pub last_stable_offset: i64,
+    /// The log start offset (-1 on error).
+    pub log_start_offset: i64,
+    /// Whole stored batches (possibly empty); `None` on error.
+    pub records: Option<Bytes>,
+}
+
+impl FetchPartitionData {
+    fn error(error: ResponseError) -> Self {
+        FetchPartitionData {
+            error: Some(error),
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            records: None,
+        }
+    }
+}
+
+/// Where a fetch's answer goes: one entry per partition, in the order they were given.
+pub type FetchCallback = Box<dyn FnOnce(Vec<(TopicPartition, FetchPartitionData)>) + Send>;
+
+/// Kafka's rule for answering a fetch without (further) waiting: no partitions, an error
+/// on any partition, `min_bytes == 0`, or at least `min_bytes` readable, counting each
+/// partition up to its `partition_max_bytes` and the whole up to `max_bytes`.
+pub fn can_respond_now(params: &FetchParams, partitions: &[FetchPartitionStatus]) -> bool {
+    let mut accumulated = 0usize;
+    for p in partitions {
+        if p.error.is_some() {
+            return true;
+        }
+        let Some(handle) = p.handle.as_ref().filter(|h| !h.is_deleted()) else {
+            return true;
+        };
+        let log = handle.lock();
+        if p.fetch_offset < log.log_start_offset() || p.fetch_offset > log.log_end_offset() {
+            return true; // out of range: the read answers OFFSET_OUT_OF_RANGE
+        }
+        let available = log.bytes_available(p.fetch_offset, params.bound);
+        accumulated = accumulated.saturating_add(available.min(p.partition_max_bytes));
+    }
+    partitions.is_empty() || accumulated.min(params.max_bytes) >= params.min_bytes
+}
+
+/// Reads every partition of a fetch (at once, or when a parked fetch completes).
+/// `max_bytes` bounds the whole answer, except that the first batch found is always
+/// returned whole (KIP-74), so a consumer can never get stuck behind a large batch.
+pub fn read_from_local_log(
+    params: &FetchParams,
+    partitions: &[FetchPartitionStatus],
+) -> Vec<(TopicPartition, FetchPartitionData)> {
+    let mut remaining = params.max_bytes;
+    let mut first = true;
+    partitions
+        .iter()
+        .map(|p| {
+            let data = match (&p.handle, p.error) {
+                (_, Some(error)) => FetchPartitionData::error(error),
+                (Some(handle), None) if !handle.is_deleted() => {
+                    let log = handle.lock();
+                    let budget = p.partition_max_bytes.min(remaining);
+                    let read = if budget == 0 && !first {
+                        Ok(Bytes::new())
+                    } else {
+                        log.read(p.fetch_offset, budget, params.bound)
+                            .map(|read| read.records)
+                    };
+                    match read {
+                        Ok(records) => {
+                            if !records.is_empty() {
+                                first = false;
+                            }
+                            remaining = remaining.saturating_sub(records.len());
+                            FetchPartitionData {
+                                error: None,
+                                high_watermark: log.high_watermark(),
+                                last_stable_offset: log.last_stable_offset(),
+                                log_start_offset: log.log_start_offset(),
+                                records: Some(records),
+                            }
+                        }
+                        Err(e @ ReadError::OffsetOutOfRange { .. }) => FetchPartitionData {
+                            error: Some(e.error()),
+                            high_watermark: log.high_watermark(),
+                            last_stable_offset: log.last_stable_offset(),
+                            log_start_offset: log.log_start_offset(),
+                            records: None,
+                        },
+                    }
+                }
+                _ => FetchPartitionData::error(ResponseError::UnknownTopicOrPartition),
+            };
+            (p.tp.clone(), data)
+        })
+        .collect()
 }
 
 /// A fetch parked in the fetch purgatory.
 pub struct DelayedFetch {
     meta: OpMeta,
     params: FetchParams,
-    topics: Vec<(Arc<str>, Vec<FetchPartitionSpec>)>,
-    respond: Responder,
+    partitions: Vec<FetchPartitionStatus>,
+    respond: Once<FetchCallback>,
 }
 
 impl DelayedFetch {
-    /// A fetch over `topics`.
+    /// A fetch over `partitions`.
     pub fn new(
         meta: OpMeta,
         params: FetchParams,
-        topics: Vec<(Arc<str>, Vec<FetchPartitionSpec>)>,
-        respond: oneshot::Sender<ResponseKind>,
+        partitions: Vec<FetchPartitionStatus>,
+        respond: FetchCallback,
     ) -> Self {
         DelayedFetch {
             meta,
             params,
-            topics,
-            respond: Responder::new(respond),
+            partitions,
+            respond: Once::new(respond),
         }
     }
 
@@ -85,55 +206,19 @@ impl DelayedFetch {
         &self.meta
     }
 
-    /// The partitions this fetch watches.
+    /// The partitions this fetch watches (those that exist).
     pub fn keys(&self) -> Vec<TopicPartition> {
-        self.topics
+        self.partitions
             .iter()
-            .flat_map(|(_, specs)| {
-                specs
-                    .iter()
-                    .filter_map(|s| s.handle.as_ref().map(|h| h.tp.clone()))
-            })
+            .filter(|p| p.handle.is_some())
+            .map(|p| p.tp.clone())
             .collect()
-    }
-
-    /// Kafka's rule: answer now if there is an error, or `min_bytes` are available.
-    pub fn can_respond_now(&self) -> bool {
-        let mut available = 0usize;
-        let mut any = false;
-        for (_, specs) in &self.topics {
-            for spec in specs {
-                any = true;
-                if spec.error_code != ec::NONE {
-                    return true;
-                }
-                let Some(handle) = &spec.handle else {
-                    return true;
-                };
-                if handle.is_deleted() {
-                    return true;
-                }
-                let log = handle.lock();
-                if spec.fetch_offset < log.log_start_offset()
-                    || spec.fetch_offset > log.log_end_offset()
-                {
-                    return true;
-                }
-                available += log.bytes_available(spec.fetch_offset, self.params.bound);
-            }
-        }
-        !any || available >= self.params.min_bytes.max(1)
-    }
-
-    /// Reads the partitions now and builds the response.
-    pub fn read_response(&self) -> FetchResponse {
-        read_response(&self.params, &self.topics)
     }
 
     /// Traces the operation's creation.
     pub fn log_created(&self, keys: &[TopicPartition]) {
         fetch_event!(
-            self.params.replica_id >= 0,
+            self.params.is_from_follower(),
             target: TRACE_TARGET,
             kind = "DelayedFetch",
             fetcher = self.meta.kind,
@@ -146,15 +231,33 @@ impl DelayedFetch {
             "created: fetch parked until min_bytes are available or max_wait_ms passes"
         );
     }
+
+    /// What the operation still needs, in words.
+    fn waits_for(&self) -> String {
+        let bound = match self.params.bound {
+            ReadBound::LogEnd => "log end",
+            ReadBound::HighWatermark => "high watermark",
+        };
+        let offsets: Vec<String> = self
+            .partitions
+            .iter()
+            .map(|p| format!("{}@{}", p.tp, p.fetch_offset))
+            .collect();
+        format!(
+            "{} bytes below the {bound} from {}",
+            self.params.min_bytes,
+            offsets.join(", ")
+        )
+    }
 }
 
 impl DelayedOperation for DelayedFetch {
     fn try_complete(&self) -> bool {
-        self.can_respond_now()
+        can_respond_now(&self.params, &self.partitions)
     }
 
     fn on_complete(&self) {
-        let response = self.read_response();
+        let results = read_from_local_log(&self.params, &self.partitions);
         let waited_ms = self.meta.waited_ms();
         let why = if self.meta.created_ms + waited_ms >= self.meta.deadline_ms {
             "expired: max_wait_ms passed"
@@ -162,7 +265,7 @@ impl DelayedOperation for DelayedFetch {
             "min_bytes available"
         };
         fetch_event!(
-            self.params.replica_id >= 0,
+            self.params.is_from_follower(),
             target: TRACE_TARGET,
             kind = "DelayedFetch",
             fetcher = self.meta.kind,
@@ -172,7 +275,9 @@ impl DelayedOperation for DelayedFetch {
             waited_ms,
             "completed"
         );
-        self.respond.send(ResponseKind::Fetch(response));
+        if let Some(respond) = self.respond.take() {
+            respond(results);
+        }
     }
 
     fn describe(&self) -> String {
@@ -180,30 +285,6 @@ impl DelayedOperation for DelayedFetch {
             "{} waits for {}",
             self.meta.who("DelayedFetch"),
             self.waits_for()
-        )
-    }
-}
-
-impl DelayedFetch {
-    /// What the operation still needs, in words.
-    fn waits_for(&self) -> String {
-        let bound = match self.params.bound {
-            ReadBound::LogEnd => "log end",
-            ReadBound::HighWatermark => "high watermark",
-        };
-        let offsets: Vec<String> = self
-            .topics
-            .iter()
-            .flat_map(|(topic, specs)| {
-                specs
-                    .iter()
-                    .map(move |s| format!("{topic}-{}@{}", s.partition, s.fetch_offset))
-            })
-            .collect();
-        format!(
-            "{} bytes below the {bound} from {}",
-            self.params.min_bytes.max(1),
-            offsets.join(", ")
         )
     }
 }

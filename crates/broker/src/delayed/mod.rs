@@ -8,43 +8,37 @@
 //! - [`DelayedProduce`]: an `acks=all` produce waiting for the high watermark.
 //! - [`DelayedFetch`]: a fetch waiting for `min_bytes` of data (up to the log end for a
 //!   follower, up to the high watermark for a consumer) or for `max_wait_ms`.
+//! - [`group`]: the group coordinator's `DelayedJoin`, `InitialDelayedJoin`, `DelayedSync`
+//!   (the Rebalance purgatory) and `DelayedHeartbeat` (the Heartbeat purgatory).
+//!
+//! An operation answers through a *callback* handed in by whoever parked it (Kafka's
+//! `responseCallback`): it produces domain results — per-partition errors, offsets,
+//! records — and knows nothing of the wire format or of the handler that will encode them.
+//! The request handlers sit above this module and are never imported by it.
 //!
 //! Every operation's life is traced under the target `purgatory::purgatory`: created (what
 //! it waits for, and until when), completed (why, and how long it waited). With
 //! `RUST_LOG=purgatory=info` the story of each request can be read in the log.
 
-mod fetch;
-mod produce;
+pub mod fetch;
+pub mod group;
+pub mod produce;
 
-pub use fetch::{DelayedFetch, FetchParams, FetchPartitionSpec};
-pub use produce::DelayedProduce;
+pub use fetch::{
+    DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus,
+};
+pub use group::{
+    DelayedHeartbeat, DelayedJoin, DelayedRebalance, DelayedSync, GroupKey, GroupOperations,
+    InitialDelayedJoin, MemberKey,
+};
+pub use produce::{DelayedProduce, ProduceCallback, ProducePartitionResult};
 
 use std::net::SocketAddr;
 
-use kafka_protocol::messages::ResponseKind;
 use parking_lot::Mutex;
 use timewheel::Timer;
-use tokio::sync::oneshot;
 
-use crate::handlers::RequestContext;
-
-/// The one-shot channel a parked request's response goes back on. Whichever path completes
-/// the operation sends once; if the client has gone, the response is simply dropped.
-pub struct Responder(Mutex<Option<oneshot::Sender<ResponseKind>>>);
-
-impl Responder {
-    /// Wraps the sending half handed over by the handler.
-    pub fn new(tx: oneshot::Sender<ResponseKind>) -> Self {
-        Responder(Mutex::new(Some(tx)))
-    }
-
-    /// Sends the response, the first time only.
-    pub fn send(&self, response: ResponseKind) {
-        if let Some(tx) = self.0.lock().take() {
-            let _ = tx.send(response);
-        }
-    }
-}
+use crate::request::RequestContext;
 
 /// Tracing target for delayed-operation lifecycles.
 pub const TRACE_TARGET: &str = "purgatory::purgatory";
@@ -93,5 +87,21 @@ impl OpMeta {
     /// How long the operation has waited so far, on the broker clock.
     pub fn waited_ms(&self) -> u64 {
         self.timer.now_ms().saturating_sub(self.created_ms)
+    }
+}
+
+/// A completion callback that runs at most once, whichever path completes the operation
+/// (its condition, its timeout, or the broker shutting down drops it unrun).
+pub struct Once<F>(Mutex<Option<F>>);
+
+impl<F> Once<F> {
+    /// Wraps the callback.
+    pub fn new(callback: F) -> Self {
+        Once(Mutex::new(Some(callback)))
+    }
+
+    /// Takes the callback, the first time only.
+    pub fn take(&self) -> Option<F> {
+        self.0.lock().take()
     }
 }

@@ -2,46 +2,95 @@
 //!
 //! Per partition it needs `high_watermark >= required_offset` (the offset after its last
 //! record): then every replica in the ISR has the batch. When that holds for all partitions
-//! it completes with NONE, or with NOT_ENOUGH_REPLICAS_AFTER_APPEND for a partition whose
-//! ISR fell below `min.insync.replicas` meanwhile. A deleted partition completes with
+//! it completes with NONE — or, for a partition whose ISR had shrunk below the minimum in
+//! force by the time the HW was seen to pass, NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's
+//! `checkEnoughReplicasReachOffset`). A deleted partition completes with
 //! UNKNOWN_TOPIC_OR_PARTITION. If the timeout (the request's `timeout_ms`) fires first,
 //! the partitions still waiting answer REQUEST_TIMED_OUT.
 
-use kafka_protocol::messages::ResponseKind;
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+use replog::ReplicationState;
 use timewheel::DelayedOperation;
-use tokio::sync::oneshot;
 use tracing::info;
 
-use super::{OpMeta, Responder, TRACE_TARGET};
-use crate::error_codes as ec;
-use crate::handlers::produce::{build_response, ProduceStatuses};
-use crate::replica_manager::TopicPartition;
+use super::{Once, OpMeta, TRACE_TARGET};
+use crate::partition::{PartitionHandle, TopicPartition};
+
+/// The outcome of one partition of a produce (Kafka's `PartitionResponse`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducePartitionResult {
+    /// `None` on success.
+    pub error: Option<ResponseError>,
+    /// Why, in words (Produce v8+ carries it).
+    pub message: Option<String>,
+    /// Offset of the first appended record (-1 on error).
+    pub base_offset: i64,
+    /// The partition's log start offset (-1 on error).
+    pub log_start_offset: i64,
+}
+
+impl ProducePartitionResult {
+    /// A failed partition.
+    pub fn error(error: ResponseError, message: impl Into<Option<String>>) -> Self {
+        ProducePartitionResult {
+            error: Some(error),
+            message: message.into(),
+            base_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// Where a produce's answer goes: one result per partition, in the order they were given.
+pub type ProduceCallback = Box<dyn FnOnce(Vec<(TopicPartition, ProducePartitionResult)>) + Send>;
+
+/// One partition of a parked produce (Kafka's `ProducePartitionStatus`).
+pub struct ProducePartitionStatus {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Set while the partition waits for replication: its log and the HW it needs.
+    pub awaiting: Option<(Arc<PartitionHandle>, i64)>,
+    /// The result so far (what the append gave; its error is filled in on completion).
+    pub result: ProducePartitionResult,
+}
 
 /// An `acks=all` produce parked in the produce purgatory.
 pub struct DelayedProduce {
     meta: OpMeta,
-    statuses: Mutex<ProduceStatuses>,
-    respond: Responder,
+    partitions: Mutex<Vec<ProducePartitionStatus>>,
+    respond: Once<ProduceCallback>,
 }
 
 impl DelayedProduce {
     /// Wraps the per-partition statuses of an appended produce.
     pub fn new(
         meta: OpMeta,
-        statuses: ProduceStatuses,
-        respond: oneshot::Sender<ResponseKind>,
+        partitions: Vec<ProducePartitionStatus>,
+        respond: ProduceCallback,
     ) -> Self {
         DelayedProduce {
             meta,
-            statuses: Mutex::new(statuses),
-            respond: Responder::new(respond),
+            partitions: Mutex::new(partitions),
+            respond: Once::new(respond),
         }
     }
 
     /// Who asked and when it times out.
     pub fn meta(&self) -> &OpMeta {
         &self.meta
+    }
+
+    /// The partitions still waiting for their high watermark.
+    pub fn keys(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .lock()
+            .iter()
+            .filter(|p| p.awaiting.is_some())
+            .map(|p| p.tp.clone())
+            .collect()
     }
 
     /// Traces the operation's creation.
@@ -57,63 +106,79 @@ impl DelayedProduce {
             "created: acks=all produce parked until the high watermark passes it"
         );
     }
+
+    /// What the operation still needs, in words.
+    fn waits_for(&self) -> String {
+        let partitions = self.partitions.lock();
+        let mut parts = Vec::new();
+        for p in partitions.iter() {
+            if let Some((handle, required_offset)) = &p.awaiting {
+                let (hw, isr) = {
+                    let log = handle.lock();
+                    (log.high_watermark(), log.isr())
+                };
+                parts.push(format!(
+                    "{}: HW >= {required_offset} (HW now {hw}, ISR {isr:?})",
+                    p.tp
+                ));
+            }
+        }
+        parts.join("; ")
+    }
 }
 
 impl DelayedOperation for DelayedProduce {
     fn try_complete(&self) -> bool {
-        let mut statuses = self.statuses.lock();
+        let mut partitions = self.partitions.lock();
         let mut all_done = true;
-        for (_, partitions) in statuses.iter_mut() {
-            for p in partitions.iter_mut() {
-                let Some(waiting) = &p.awaiting else { continue };
-                if waiting.handle.is_deleted() {
-                    p.error_code = ec::UNKNOWN_TOPIC_OR_PARTITION;
-                    p.awaiting = None;
-                    continue;
-                }
-                let verdict = {
-                    let log = waiting.handle.lock();
-                    if log.high_watermark() >= waiting.required_offset {
-                        Some(if log.isr_len() < log.min_insync_replicas() {
-                            ec::NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                        } else {
-                            ec::NONE
-                        })
-                    } else {
-                        None
+        for p in partitions.iter_mut() {
+            let Some((handle, required_offset)) = &p.awaiting else {
+                continue;
+            };
+            let error = if handle.is_deleted() {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else {
+                match handle.lock().replication_state(*required_offset) {
+                    ReplicationState::Pending => {
+                        all_done = false;
+                        continue;
                     }
-                };
-                match verdict {
-                    Some(code) => {
-                        p.error_code = code;
-                        p.awaiting = None;
+                    ReplicationState::Replicated => None,
+                    ReplicationState::ReplicatedBelowMinIsr => {
+                        Some(ResponseError::NotEnoughReplicasAfterAppend)
                     }
-                    None => all_done = false,
                 }
+            };
+            if error.is_some() {
+                p.result.error = error;
+                p.result.message = error.map(|e| match e {
+                    ResponseError::NotEnoughReplicasAfterAppend => "the high watermark passed \
+                        the batch, but the ISR had shrunk below min.insync.replicas"
+                        .to_string(),
+                    _ => "the topic was deleted".to_string(),
+                });
             }
+            p.awaiting = None;
         }
         all_done
     }
 
     fn on_complete(&self) {
-        let mut statuses = self.statuses.lock();
+        let mut partitions = self.partitions.lock();
         let mut timed_out = 0;
         let mut errors = 0;
-        for (_, partitions) in statuses.iter_mut() {
-            for p in partitions.iter_mut() {
-                if p.awaiting.take().is_some() {
-                    p.error_code = ec::REQUEST_TIMED_OUT;
-                    p.error_message = Some(
-                        "the high watermark did not reach this batch before timeout_ms".into(),
-                    );
-                    timed_out += 1;
-                } else if p.error_code != ec::NONE {
-                    errors += 1;
-                }
+        for p in partitions.iter_mut() {
+            if p.awaiting.take().is_some() {
+                p.result.error = Some(ResponseError::RequestTimedOut);
+                p.result.message =
+                    Some("the high watermark did not reach this batch before timeout_ms".into());
+                timed_out += 1;
+            } else if p.result.error.is_some() {
+                errors += 1;
             }
         }
-        let response = build_response(&statuses);
-        drop(statuses);
+        let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
+        drop(partitions);
         let why = if timed_out > 0 {
             "expired: REQUEST_TIMED_OUT"
         } else if errors > 0 {
@@ -130,7 +195,9 @@ impl DelayedOperation for DelayedProduce {
             waited_ms = self.meta.waited_ms(),
             "completed"
         );
-        self.respond.send(ResponseKind::Produce(response));
+        if let Some(respond) = self.respond.take() {
+            respond(results);
+        }
     }
 
     fn describe(&self) -> String {
@@ -139,28 +206,5 @@ impl DelayedOperation for DelayedProduce {
             self.meta.who("DelayedProduce"),
             self.waits_for()
         )
-    }
-}
-
-impl DelayedProduce {
-    /// What the operation still needs, in words.
-    fn waits_for(&self) -> String {
-        let statuses = self.statuses.lock();
-        let mut parts = Vec::new();
-        for (_, partitions) in statuses.iter() {
-            for p in partitions {
-                if let Some(w) = &p.awaiting {
-                    let (hw, isr) = {
-                        let log = w.handle.lock();
-                        (log.high_watermark(), log.isr())
-                    };
-                    parts.push(format!(
-                        "{}: HW >= {} (HW now {hw}, ISR {isr:?})",
-                        w.handle.tp, w.required_offset
-                    ));
-                }
-            }
-        }
-        parts.join("; ")
     }
 }

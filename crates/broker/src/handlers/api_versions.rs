@@ -6,11 +6,10 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
 use super::{RequestContext, SUPPORTED_APIS};
-use crate::error_codes as ec;
 
 /// Answers with every API we implement and its version range.
 pub fn handle(_ctx: &RequestContext, _req: ApiVersionsRequest) -> ResponseKind {
-    ResponseKind::ApiVersions(response(ec::NONE))
+    ResponseKind::ApiVersions(response(0))
 }
 
 /// The response body; also used (at v0, with UNSUPPORTED_VERSION) when a client asks with a

@@ -1,6 +1,7 @@
 //! CreateTopics: create topics with a partition count, a replication factor (at most the
-//! leader plus its simulated followers) and per-topic configs (`min.insync.replicas`,
-//! `retention.bytes`). `validate_only` checks without creating.
+//! leader plus its simulated followers) and per-topic configs (see
+//! [`crate::topics::config`]). `validate_only` checks without creating. From v5 on the
+//! answer carries each new topic's effective configs and where each value comes from.
 
 use std::sync::Arc;
 
@@ -8,11 +9,11 @@ use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+use kafka_protocol::ResponseError;
 
-use super::describe_configs::topic_source;
 use super::{sb, RequestContext};
-use crate::error_codes as ec;
-use crate::replica_manager::{NewTopic, ReplicaManager, TopicConfig};
+use crate::replica_manager::ReplicaManager;
+use crate::topics::NewTopic;
 
 /// Handles a CreateTopics request.
 pub fn handle(
@@ -25,21 +26,29 @@ pub fn handle(
         .into_iter()
         .map(|topic| {
             let result = CreatableTopicResult::default().with_name(topic.name.clone());
-            if !topic.assignments.is_empty() {
-                return result
-                    .with_error_code(ec::INVALID_REQUEST)
-                    .with_error_message(Some(sb("manual replica assignments are not supported: the leader is always broker 1")))
+            let failed = |error: ResponseError, message: &str| {
+                result
+                    .clone()
+                    .with_error_code(error.code())
+                    .with_error_message(Some(sb(message)))
                     .with_num_partitions(-1)
-                    .with_replication_factor(-1);
+                    .with_replication_factor(-1)
+            };
+            if !topic.assignments.is_empty() {
+                return failed(
+                    ResponseError::InvalidRequest,
+                    "manual replica assignments are not supported: the leader is always broker 1",
+                );
             }
             let mut configs = Vec::with_capacity(topic.configs.len());
             for c in &topic.configs {
                 match &c.value {
                     Some(v) => configs.push((c.name.to_string(), v.to_string())),
                     None => {
-                        return result
-                            .with_error_code(ec::INVALID_CONFIG)
-                            .with_error_message(Some(sb(&format!("config {} has no value", c.name.as_str()))))
+                        return failed(
+                            ResponseError::InvalidConfig,
+                            &format!("config {} has no value", c.name.as_str()),
+                        )
                     }
                 }
             }
@@ -56,33 +65,27 @@ pub fn handle(
                         .with_num_partitions(t.partitions.len() as i32)
                         .with_replication_factor(t.replication_factor);
                     // The effective configs are part of the response from v5 on.
-                    if ctx.api_version >= 5 {
-                        result.with_configs(Some(vec![
-                            config_entry(&t.config, "min.insync.replicas", &t.config.min_insync_replicas.to_string()),
-                            config_entry(&t.config, "retention.bytes", &t.config.retention_bytes.to_string()),
-                        ]))
-                    } else {
-                        result
+                    if ctx.api_version < 5 {
+                        return result;
                     }
+                    let configs = t
+                        .config
+                        .entries()
+                        .iter()
+                        .map(|e| {
+                            CreatableTopicConfigs::default()
+                                .with_name(sb(&e.name))
+                                .with_value(Some(sb(&e.value)))
+                                .with_read_only(e.read_only)
+                                .with_config_source(e.source as i8)
+                                .with_is_sensitive(false)
+                        })
+                        .collect();
+                    result.with_configs(Some(configs))
                 }
-                Err(e) => result
-                    .with_error_code(e.code)
-                    .with_error_message(Some(sb(&e.message)))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1),
+                Err(e) => failed(e.error, &e.message),
             }
         })
         .collect();
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
-}
-
-/// One effective config of a new topic, with where its value comes from (as
-/// DescribeConfigs would report it).
-fn config_entry(config: &TopicConfig, name: &str, value: &str) -> CreatableTopicConfigs {
-    CreatableTopicConfigs::default()
-        .with_name(sb(name))
-        .with_value(Some(sb(value)))
-        .with_read_only(false)
-        .with_config_source(topic_source(config, name))
-        .with_is_sensitive(false)
 }

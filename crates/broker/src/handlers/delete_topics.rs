@@ -7,9 +7,9 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
 };
+use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
-use crate::error_codes as ec;
 use crate::replica_manager::ReplicaManager;
 
 /// Handles a DeleteTopics request.
@@ -41,19 +41,19 @@ pub fn handle(
                 .with_name(name.as_deref().map(|n| TopicName(sb(n))))
                 .with_topic_id(id);
             let Some(topic) = resolved else {
-                let code = if name.is_some() {
-                    ec::UNKNOWN_TOPIC_OR_PARTITION
+                let error = if name.is_some() {
+                    ResponseError::UnknownTopicOrPartition
                 } else {
-                    ec::UNKNOWN_TOPIC_ID
+                    ResponseError::UnknownTopicId
                 };
-                return result.with_error_code(code);
+                return result.with_error_code(error.code());
             };
             match rm.delete_topic(&topic.name) {
                 Ok(()) => result
                     .with_name(Some(TopicName(sb(&topic.name))))
                     .with_topic_id(topic.id),
                 Err(e) => result
-                    .with_error_code(e.code)
+                    .with_error_code(e.error.code())
                     .with_error_message(Some(sb(&e.message))),
             }
         })

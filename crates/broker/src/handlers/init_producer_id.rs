@@ -11,9 +11,9 @@ use std::sync::Arc;
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::error_codes as ec;
 use crate::replica_manager::ReplicaManager;
 
 /// Handles an InitProducerId request.
@@ -26,22 +26,23 @@ pub fn handle(
     if req.transactional_id.is_some() {
         return ResponseKind::InitProducerId(
             response
-                .with_error_code(ec::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1),
         );
     }
     let result = if ctx.api_version >= 3 && req.producer_id.0 >= 0 {
-        rm.bump_producer_epoch(req.producer_id.0, req.producer_epoch)
+        rm.producer_ids
+            .bump_epoch(req.producer_id.0, req.producer_epoch)
     } else {
-        Ok(rm.allocate_producer_id())
+        Ok(rm.producer_ids.allocate())
     };
     ResponseKind::InitProducerId(match result {
         Ok((id, epoch)) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),
-        Err(code) => response
-            .with_error_code(code)
+        Err(e) => response
+            .with_error_code(e.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1),
     })

@@ -15,14 +15,10 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::error_codes as ec;
 use crate::replica_manager::ReplicaManager;
-
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const MAX_TIMESTAMP: i64 = -3;
 
 /// Handles a ListOffsets request.
 pub fn handle(
@@ -52,29 +48,30 @@ pub fn handle(
                         .with_partition_index(p.partition_index);
                     if duplicated(topic.name.0.as_str(), p.partition_index) {
                         return base
-                            .with_error_code(ec::INVALID_REQUEST)
+                            .with_error_code(ResponseError::InvalidRequest.code())
                             .with_offset(-1)
                             .with_timestamp(-1);
                     }
-                    let Some(handle) = rm.partition(&topic.name.0, p.partition_index) else {
-                        return base
-                            .with_error_code(ec::UNKNOWN_TOPIC_OR_PARTITION)
+                    match rm.fetch_offset_for_timestamp(
+                        &topic.name.0,
+                        p.partition_index,
+                        p.timestamp,
+                    ) {
+                        Ok(found) => {
+                            let answer = base
+                                .with_offset(found.offset)
+                                .with_timestamp(found.timestamp);
+                            // The leader epoch field exists from v4 on.
+                            if ctx.api_version >= 4 {
+                                answer.with_leader_epoch(found.leader_epoch)
+                            } else {
+                                answer
+                            }
+                        }
+                        Err(e) => base
+                            .with_error_code(e.code())
                             .with_offset(-1)
-                            .with_timestamp(-1);
-                    };
-                    let log = handle.lock();
-                    let (offset, timestamp) = match p.timestamp {
-                        LATEST => (log.high_watermark(), -1),
-                        EARLIEST => (log.log_start_offset(), -1),
-                        MAX_TIMESTAMP => log.offset_for_max_timestamp().unwrap_or((-1, -1)),
-                        ts => log.offset_for_timestamp(ts).unwrap_or((-1, -1)),
-                    };
-                    let answer = base.with_offset(offset).with_timestamp(timestamp);
-                    // The leader epoch field exists from v4 on.
-                    if ctx.api_version >= 4 {
-                        answer.with_leader_epoch(log.leader_epoch())
-                    } else {
-                        answer
+                            .with_timestamp(-1),
                     }
                 })
                 .collect();

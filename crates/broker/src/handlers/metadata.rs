@@ -14,10 +14,11 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{
     BrokerId, MetadataRequest, MetadataResponse, ResponseKind, TopicName,
 };
+use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
-use crate::error_codes as ec;
-use crate::replica_manager::{ReplicaManager, Topic};
+use crate::replica_manager::ReplicaManager;
+use crate::topics::Topic;
 
 /// Handles a Metadata request.
 pub fn handle(
@@ -49,13 +50,13 @@ pub fn handle(
                         Ok(t) => describe_topic(&t),
                         Err(e) => MetadataResponseTopic::default()
                             .with_name(Some(TopicName(sb(&name))))
-                            .with_error_code(e.code),
+                            .with_error_code(e.error.code()),
                     },
                     None => match rm.topic_by_id(requested.topic_id) {
                         Some(t) => describe_topic(&t),
                         None => MetadataResponseTopic::default()
                             .with_topic_id(requested.topic_id)
-                            .with_error_code(ec::UNKNOWN_TOPIC_ID),
+                            .with_error_code(ResponseError::UnknownTopicId.code()),
                     },
                 }
             })
@@ -72,21 +73,21 @@ pub fn handle(
 
 fn describe_topic(topic: &Topic) -> MetadataResponseTopic {
     let partitions = topic
-        .partitions
-        .iter()
+        .describe_partitions()
+        .into_iter()
         .map(|p| {
-            let log = p.lock();
             MetadataResponsePartition::default()
-                .with_partition_index(p.tp.partition)
-                .with_leader_id(BrokerId(log.leader_id()))
-                .with_leader_epoch(log.leader_epoch())
-                .with_replica_nodes(log.replicas().iter().map(|r| BrokerId(*r)).collect())
-                .with_isr_nodes(log.isr().into_iter().map(BrokerId).collect())
+                .with_partition_index(p.index)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.into_iter().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.into_iter().map(BrokerId).collect())
         })
         .collect();
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(sb(&topic.name))))
         .with_topic_id(topic.id)
+        .with_is_internal(topic.internal)
         .with_partitions(partitions)
 }
 

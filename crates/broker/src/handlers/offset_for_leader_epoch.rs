@@ -13,7 +13,6 @@ use kafka_protocol::messages::{
 };
 
 use super::RequestContext;
-use crate::error_codes as ec;
 use crate::replica_manager::ReplicaManager;
 
 /// Handles an OffsetForLeaderEpoch request.
@@ -31,15 +30,16 @@ pub fn handle(
                 .iter()
                 .map(|p| {
                     let base = EpochEndOffset::default().with_partition(p.partition);
-                    match rm.partition(&topic.topic.0, p.partition) {
-                        None => base
-                            .with_error_code(ec::UNKNOWN_TOPIC_OR_PARTITION)
+                    match rm.end_offset_for_leader_epoch(
+                        &topic.topic.0,
+                        p.partition,
+                        p.leader_epoch,
+                    ) {
+                        Ok((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),
+                        Err(e) => base
+                            .with_error_code(e.code())
                             .with_leader_epoch(-1)
                             .with_end_offset(-1),
-                        Some(h) => {
-                            let (epoch, end) = h.lock().end_offset_for_leader_epoch(p.leader_epoch);
-                            base.with_leader_epoch(epoch).with_end_offset(end)
-                        }
                     }
                 })
                 .collect();

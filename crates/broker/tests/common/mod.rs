@@ -7,10 +7,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use followersim::wire::KafkaConnection;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use purgatory::config::{BrokerConfig, ClockMode};
 use purgatory::replica_manager::ReplicaManager;
@@ -20,6 +24,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use replog::test_util::BatchBuilder;
 
 /// A broker listening on 127.0.0.1 with an OS-chosen port.
 pub struct TestBroker {
@@ -181,4 +186,98 @@ pub fn spawn_send(
             Err(_) => Err(KafkaError::Canceled),
         }
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// Hand-built requests
+
+/// A topic name for a request.
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// One v2 record batch of `count` records of `size` bytes each, optionally idempotent
+/// (producer id, epoch, first sequence).
+pub fn batch(count: usize, size: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
+    let builder = BatchBuilder::with_values(&vec![vec![b'x'; size]; count]);
+    match producer {
+        Some((id, epoch, sequence)) => builder.producer(id, epoch, sequence).bytes(),
+        None => builder.bytes(),
+    }
+}
+
+/// A Produce request for partition 0 of `topic`.
+pub fn produce(topic: &str, acks: i16, timeout_ms: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+/// (error code, base offset) of the first partition of a Produce response.
+pub fn partition_result(r: &ProduceResponse) -> (i16, i64) {
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+pub async fn create(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    replication: i16,
+    configs: &[(&str, &str)],
+) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(1)
+            .with_replication_factor(replication)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_value(Some(StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            )]);
+    let response = conn.send(&request, 5).await.expect("CreateTopics answered");
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+}
+
+/// A broker on a manual clock with one topic, and a connection to it.
+pub async fn broker_with_topic(
+    topic: &str,
+    replication: i16,
+    configs: &[(&str, &str)],
+) -> (TestBroker, KafkaConnection) {
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    create(&mut conn, topic, replication, configs).await;
+    (tb, conn)
+}
+
+/// A Fetch of partition 0 of `topic` from `offset`, waiting up to `max_wait_ms` for 1 byte.
+pub fn long_poll(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(replica_id.into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
 }

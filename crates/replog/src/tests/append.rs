@@ -2,9 +2,9 @@
 
 use bytes::Bytes;
 
-use super::encoder::{concat, crc_is_valid, i32_at, i64_at, BatchBuilder};
 use super::three_replicas;
 use crate::batch::field;
+use crate::test_util::{concat, crc_is_valid, i32_at, i64_at, BatchBuilder};
 use crate::{AppendError, ReadBound};
 
 #[test]
@@ -100,7 +100,7 @@ fn truncated_empty_or_garbage_input_is_invalid_record() {
             "input of {} bytes: {err:?}",
             input.len()
         );
-        assert_eq!(err.kafka_error_name(), "INVALID_RECORD");
+        assert_eq!(err.error(), kafka_protocol::ResponseError::InvalidRecord);
     }
     assert_eq!(p.log_end_offset(), 0);
     assert_eq!(p.size_bytes(), 0);

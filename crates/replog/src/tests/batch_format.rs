@@ -1,11 +1,11 @@
 //! The v2 batch header: parsing, validation rules, helpers.
 
-use super::encoder::{fix_crc, BatchBuilder};
 use crate::batch::{
-    batch_headers, field, increment_sequence, read_log_prefix, split_and_validate, validate_batch,
-    BatchHeader, LOG_OVERHEAD,
+    batch_headers, count_batches, field, increment_sequence, read_log_prefix, split_and_validate,
+    validate_batch, BatchFraming, BatchHeader, RecordBatches, LOG_OVERHEAD,
 };
 use crate::error::AppendError;
+use crate::test_util::{fix_crc, BatchBuilder};
 
 const MAX: usize = 1_048_588;
 
@@ -145,6 +145,48 @@ fn batch_headers_iterates_complete_batches_only() {
     assert_eq!(batch_headers(&blob).count(), 2);
     assert_eq!(batch_headers(&blob[..blob.len() - 1]).count(), 1);
     assert_eq!(batch_headers(&[]).count(), 0);
+}
+
+#[test]
+fn record_batches_yields_each_batch_then_says_why_it_stopped() {
+    let a = BatchBuilder::new(2).build();
+    let b = BatchBuilder::new(3).base_offset(2, 0).build();
+    let blob = [a.clone(), b.clone()].concat();
+
+    let found: Vec<_> = RecordBatches::new(&blob).collect();
+    assert_eq!(found.len(), 2);
+    let second = found[1].unwrap();
+    assert_eq!((second.start, second.bytes), (a.len(), &b[..]));
+    assert_eq!(second.header.base_offset, 2);
+    assert_eq!(count_batches(&blob), (2, true));
+
+    // A fetch response cut inside the second batch: one batch, then where the tail starts.
+    let cut = &blob[..blob.len() - 1];
+    let found: Vec<_> = RecordBatches::new(cut).collect();
+    assert_eq!(found.len(), 2);
+    assert_eq!(
+        found[1],
+        Err(BatchFraming::Truncated {
+            start: a.len(),
+            remaining: b.len() - 1
+        })
+    );
+    assert_eq!(count_batches(cut), (1, false));
+
+    // A length too small for a header is not a batch; nothing after it is read.
+    let mut bad = a.clone();
+    bad[field::BATCH_LENGTH..field::BATCH_LENGTH + 4].copy_from_slice(&10i32.to_be_bytes());
+    let blob = [bad, b].concat();
+    let found: Vec<_> = RecordBatches::new(&blob).collect();
+    assert!(matches!(
+        found[..],
+        [Err(BatchFraming::BadLength {
+            start: 0,
+            batch_length: 10,
+            ..
+        })]
+    ));
+    assert_eq!(count_batches(&[]), (0, true));
 }
 
 #[test]

@@ -4,9 +4,9 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::encoder::{fix_crc, BatchBuilder};
 use super::{both_fetch, three_replicas};
 use crate::batch::{batch_headers, record_offsets_and_timestamps};
+use crate::test_util::{fix_crc, BatchBuilder};
 use crate::{LogConfig, Partition, ReadBound};
 
 proptest! {

@@ -2,13 +2,13 @@
 
 use bytes::Bytes;
 
-use super::encoder::{concat, BatchBuilder};
 use super::three_replicas;
 use crate::batch::BatchHeader;
 use crate::producer_state::{
     check_sequence, BatchMetadata, PendingProducerUpdates, ProducerStateEntry,
     ProducerStateManager, SequenceCheck,
 };
+use crate::test_util::{concat, BatchBuilder};
 use crate::AppendError;
 
 const PID: i64 = 1000;
@@ -188,12 +188,25 @@ fn batches_in_one_blob_are_checked_in_order_and_all_or_nothing() {
     assert_eq!(p.producer_state(PID).unwrap().next_sequence(), 4);
     assert!(p.append(Bytes::from(ok), 3).is_ok());
 
-    // A blob holding a duplicate is answered as a duplicate; nothing is appended.
+    // A duplicate beside a new batch: answering "duplicate" would acknowledge the new
+    // batch without appending it, so the whole blob is refused and nothing changes.
     let fresh = BatchBuilder::new(1).producer(PID, 0, 6).build();
-    let dup = p.append(concat(&[fresh, b1]), 4).unwrap();
+    for blob in [
+        concat(&[fresh.clone(), b1.clone()]),
+        concat(&[b1.clone(), fresh.clone()]),
+    ] {
+        let err = p.append(blob, 4).unwrap_err();
+        assert_eq!(err.error(), kafka_protocol::ResponseError::InvalidRecord);
+        assert_eq!(p.log_end_offset(), 6);
+        assert_eq!(p.producer_state(PID).unwrap().next_sequence(), 6);
+    }
+    // Alone, the retry is a duplicate with the original offsets, and the new batch appends.
+    let dup = p.append(Bytes::from(b1), 5).unwrap();
     assert!(dup.duplicate);
     assert_eq!((dup.base_offset, dup.last_offset), (2, 3));
-    assert_eq!(p.log_end_offset(), 6);
+    let info = p.append(Bytes::from(fresh), 6).unwrap();
+    assert!(!info.duplicate);
+    assert_eq!((info.base_offset, info.last_offset), (6, 6));
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! High watermark, ISR shrink and expand, and the last-caught-up rule, on a manual clock.
 
-use super::encoder::BatchBuilder;
 use super::{both_fetch, three_replicas, three_replicas_with};
-use crate::{FollowerError, LogConfig, Partition};
+use crate::test_util::BatchBuilder;
+use crate::{AppendError, FollowerError, LogConfig, Partition, ReplicationState};
 
 const LAG: u64 = 30_000;
 
@@ -33,6 +33,80 @@ fn replicas_are_normalised_leader_first_without_repeats() {
     assert_eq!(p.isr(), vec![5, 3, 4]);
     let p = Partition::new("t", 0, 9, vec![1, 2], LogConfig::default(), 0);
     assert_eq!(p.replicas(), &[9, 1, 2]);
+}
+
+#[test]
+fn the_minimum_isr_in_force_is_capped_by_the_replication_factor() {
+    // min.insync.replicas = 2 (the default) on topics with one and two replicas.
+    let mut single = Partition::new("t", 0, 1, vec![1], LogConfig::default(), 0);
+    assert_eq!(
+        (single.min_insync_replicas(), single.effective_min_isr()),
+        (2, 1)
+    );
+    let info = single
+        .append_as_leader(BatchBuilder::new(3).bytes(), -1, 1)
+        .expect("acks=all is accepted on a single-replica topic");
+    assert!(
+        info.high_watermark_advanced,
+        "the leader alone is the whole ISR"
+    );
+    assert_eq!(single.high_watermark(), 3);
+    assert_eq!(single.replication_state(3), ReplicationState::Replicated);
+
+    let mut pair = Partition::new("t", 0, 1, vec![1, 2], LogConfig::default(), 0);
+    assert_eq!(pair.effective_min_isr(), 2);
+    pair.append_as_leader(BatchBuilder::new(1).bytes(), -1, 1)
+        .unwrap();
+    assert_eq!(pair.replication_state(1), ReplicationState::Pending);
+    pair.update_follower_fetch(2, 1, 2).unwrap();
+    assert_eq!(pair.replication_state(1), ReplicationState::Replicated);
+
+    // With three replicas the configured minimum of 2 is in force.
+    let p = three_replicas_with(LogConfig {
+        min_insync_replicas: 5,
+        ..LogConfig::default()
+    });
+    assert_eq!(p.effective_min_isr(), 3);
+}
+
+#[test]
+fn acks_all_is_refused_below_the_minimum_isr_and_nothing_is_appended() {
+    let mut p = three_replicas();
+    p.append(BatchBuilder::new(1).bytes(), 0).unwrap();
+    // Both followers fall behind and leave the ISR.
+    assert_eq!(p.maybe_shrink_isr(LAG + 1), vec![2, 3]);
+    let err = p
+        .append_as_leader(BatchBuilder::new(1).bytes(), -1, LAG + 2)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        AppendError::NotEnoughReplicas {
+            isr_size: 1,
+            min_isr: 2
+        }
+    );
+    assert_eq!(p.log_end_offset(), 1);
+    // acks=1 is still accepted.
+    p.append_as_leader(BatchBuilder::new(1).bytes(), 1, LAG + 2)
+        .unwrap();
+    assert_eq!(p.log_end_offset(), 2);
+}
+
+#[test]
+fn replicated_below_min_isr_when_the_isr_shrank_after_the_hw_passed() {
+    let mut p = three_replicas();
+    p.append(BatchBuilder::new(1).bytes(), 0).unwrap();
+    both_fetch(&mut p, 1, 1);
+    assert_eq!(p.replication_state(1), ReplicationState::Replicated);
+    // More data the followers never fetch: they leave the ISR, the HW stays put.
+    p.append(BatchBuilder::new(1).bytes(), 2).unwrap();
+    assert_eq!(p.maybe_shrink_isr(LAG + 3), vec![2, 3]);
+    assert_eq!(p.high_watermark(), 1);
+    assert_eq!(
+        p.replication_state(1),
+        ReplicationState::ReplicatedBelowMinIsr
+    );
+    assert_eq!(p.replication_state(2), ReplicationState::Pending);
 }
 
 #[test]

@@ -1,9 +1,8 @@
-//! Unit tests. Every test builds its own v2 record batches with the small encoder in
-//! [`encoder`] and drives the partition with explicit `now_ms` values.
+//! Unit tests. Every test builds its own v2 record batches with the workspace's test
+//! encoder, [`crate::test_util`], and drives the partition with explicit `now_ms` values.
 
 mod append;
 mod batch_format;
-mod encoder;
 mod fuzz;
 mod idempotence;
 mod isr;

@@ -1,8 +1,8 @@
 //! Reads: HW vs LEO bound, KIP-74, out-of-range offsets, ListOffsets, OffsetForLeaderEpoch.
 
-use super::encoder::{i64_at, BatchBuilder};
 use super::{both_fetch, three_replicas};
 use crate::batch::{batch_headers, field};
+use crate::test_util::{i64_at, BatchBuilder};
 use crate::{Partition, ReadBound, ReadError};
 
 /// Three batches: offsets 0-1, 2-4, 5; timestamps 100, 200, 300. Returns their sizes.

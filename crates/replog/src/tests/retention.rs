@@ -1,7 +1,7 @@
 //! Retention and eviction never lose data that is not on the whole ISR.
 
-use super::encoder::BatchBuilder;
 use super::{both_fetch, three_replicas, three_replicas_with};
+use crate::test_util::BatchBuilder;
 use crate::{LogConfig, ReadBound, ReadError};
 
 #[test]

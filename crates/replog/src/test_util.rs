@@ -1,5 +1,10 @@
-//! A minimal v2 record batch encoder for tests: uncompressed records with a value
-//! and no key or headers, and a real CRC-32C.
+//! Record batches built by hand, for tests across the workspace (feature `test-util`).
+//!
+//! A minimal v2 record batch encoder: uncompressed records with a value, an optional
+//! key and no headers, and a real CRC-32C. By default a batch looks the way a producer
+//! sends it (base offset 0, partition leader epoch -1); [`BatchBuilder::base_offset`]
+//! makes it look the way a leader stores it, for follower-side tests. Every test in the
+//! workspace that needs a batch builds it here, so there is one encoder to trust.
 
 use bytes::Bytes;
 
@@ -9,6 +14,9 @@ use crate::batch::{field, RECORD_BATCH_HEADER_LEN};
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
     values: Vec<Vec<u8>>,
+    keys: Option<Vec<Vec<u8>>>,
+    base_offset: i64,
+    leader_epoch: i32,
     base_timestamp: i64,
     producer_id: i64,
     producer_epoch: i16,
@@ -24,6 +32,9 @@ impl BatchBuilder {
     pub fn new(count: usize) -> Self {
         BatchBuilder {
             values: (0..count).map(|i| format!("v{i}").into_bytes()).collect(),
+            keys: None,
+            base_offset: 0,
+            leader_epoch: -1,
             base_timestamp: 1_000,
             producer_id: -1,
             producer_epoch: -1,
@@ -38,6 +49,26 @@ impl BatchBuilder {
         let mut b = BatchBuilder::new(1);
         b.values = vec![vec![b'x'; size]];
         b
+    }
+
+    /// A non-idempotent batch with one record per value.
+    pub fn with_values<V: AsRef<[u8]>>(values: &[V]) -> Self {
+        let mut b = BatchBuilder::new(values.len());
+        b.values = values.iter().map(|v| v.as_ref().to_vec()).collect();
+        b
+    }
+
+    /// Gives record `i` the key `keys[i]` (records past the end of `keys` keep a null key).
+    pub fn keys<K: AsRef<[u8]>>(mut self, keys: &[K]) -> Self {
+        self.keys = Some(keys.iter().map(|k| k.as_ref().to_vec()).collect());
+        self
+    }
+
+    /// Stamps a base offset and partition leader epoch, as a leader does on append.
+    pub fn base_offset(mut self, base_offset: i64, leader_epoch: i32) -> Self {
+        self.base_offset = base_offset;
+        self.leader_epoch = leader_epoch;
+        self
     }
 
     /// Sets the base timestamp (record `i` gets `timestamp + i`).
@@ -66,7 +97,8 @@ impl BatchBuilder {
         self
     }
 
-    /// Encodes the batch (base offset 0, partition leader epoch -1, as a producer sends it).
+    /// Encodes the batch (by default base offset 0 and partition leader epoch -1, as a
+    /// producer sends it).
     pub fn build(&self) -> Vec<u8> {
         let mut records = Vec::new();
         for (i, value) in self.values.iter().enumerate() {
@@ -74,7 +106,13 @@ impl BatchBuilder {
             body.push(0u8); // record attributes
             put_varlong(&mut body, i as i64); // timestampDelta
             put_varlong(&mut body, i as i64); // offsetDelta
-            put_varlong(&mut body, -1); // key length: null key
+            match self.keys.as_ref().and_then(|keys| keys.get(i)) {
+                Some(key) => {
+                    put_varlong(&mut body, key.len() as i64);
+                    body.extend_from_slice(key);
+                }
+                None => put_varlong(&mut body, -1), // null key
+            }
             put_varlong(&mut body, value.len() as i64);
             body.extend_from_slice(value);
             put_varlong(&mut body, 0); // header count
@@ -84,10 +122,10 @@ impl BatchBuilder {
         let count = self.claimed_count.unwrap_or(self.values.len() as i32);
         let last_delta = count - 1;
         let mut out = Vec::with_capacity(RECORD_BATCH_HEADER_LEN + records.len());
-        out.extend_from_slice(&0i64.to_be_bytes()); // baseOffset
+        out.extend_from_slice(&self.base_offset.to_be_bytes()); // baseOffset
         let batch_length = (RECORD_BATCH_HEADER_LEN - 12 + records.len()) as i32;
         out.extend_from_slice(&batch_length.to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
+        out.extend_from_slice(&self.leader_epoch.to_be_bytes()); // partitionLeaderEpoch
         out.push(2); // magic
         out.extend_from_slice(&0u32.to_be_bytes()); // crc, filled below
         out.extend_from_slice(&self.attributes.to_be_bytes());

@@ -1,0 +1,149 @@
+//! `append_records`: the produce path below the handler (Kafka's
+//! `ReplicaManager.appendRecords`).
+//!
+//! Each partition's records are appended to its leader log (for `acks=all`, only if the
+//! ISR is at least the minimum in force, else NOT_ENOUGH_REPLICAS and nothing is
+//! appended). Then the answer depends on `acks`:
+//!
+//! - `acks=0` and `acks=1`: answered at once with where each batch landed (the caller
+//!   sends nothing back for `acks=0`, but learns of errors).
+//! - `acks=-1` (`all`): each appended partition needs its high watermark at
+//!   `last_offset + 1`, the moment every in-sync replica holds the batch. A
+//!   [`DelayedProduce`] watching those partitions is parked in the produce purgatory;
+//!   follower fetches that move the HW complete it, and if the request's `timeout_ms`
+//!   passes first, the partitions still waiting answer REQUEST_TIMED_OUT.
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use tracing::debug;
+
+use super::ReplicaManager;
+use crate::delayed::produce::ProducePartitionStatus;
+use crate::delayed::{DelayedProduce, OpMeta, ProduceCallback, ProducePartitionResult};
+use crate::partition::TopicPartition;
+use crate::request::RequestContext;
+
+/// Who is appending (Kafka's `AppendOrigin`): only the broker itself may write to an
+/// internal topic such as `__consumer_offsets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer's Produce request.
+    Client,
+    /// The group coordinator, writing group metadata and offsets.
+    Coordinator,
+}
+
+impl ReplicaManager {
+    /// Appends each partition's records and answers through `respond`: at once for
+    /// `acks` 0 and 1 and for any request where nothing waits, else when the high
+    /// watermark passes every appended batch or `timeout_ms` passes. Results come back in
+    /// the order of `entries`. An `acks` other than -1, 0 or 1 answers
+    /// INVALID_REQUIRED_ACKS for every partition and appends nothing.
+    pub fn append_records(
+        &self,
+        ctx: &RequestContext,
+        timeout_ms: u64,
+        required_acks: i16,
+        origin: AppendOrigin,
+        entries: Vec<(TopicPartition, Bytes)>,
+        respond: ProduceCallback,
+    ) {
+        if !matches!(required_acks, -1..=1) {
+            let message = format!("acks must be -1, 0 or 1, got {required_acks}");
+            let results = entries
+                .into_iter()
+                .map(|(tp, _)| {
+                    let result = ProducePartitionResult::error(
+                        ResponseError::InvalidRequiredAcks,
+                        message.clone(),
+                    );
+                    (tp, result)
+                })
+                .collect();
+            respond(results);
+            return;
+        }
+        let now = self.now_ms();
+        let statuses: Vec<ProducePartitionStatus> = entries
+            .into_iter()
+            .map(|(tp, records)| self.append_to_local_log(tp, records, required_acks, origin, now))
+            .collect();
+        if required_acks != -1 || statuses.iter().all(|s| s.awaiting.is_none()) {
+            respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
+            return;
+        }
+        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms);
+        let op = DelayedProduce::new(meta, statuses, respond);
+        let keys = op.keys();
+        op.log_created(&keys);
+        self.produce_purgatory
+            .try_complete_else_watch(op, timeout_ms, keys);
+    }
+
+    /// Appends one partition's records to its leader log.
+    fn append_to_local_log(
+        &self,
+        tp: TopicPartition,
+        records: Bytes,
+        required_acks: i16,
+        origin: AppendOrigin,
+        now_ms: u64,
+    ) -> ProducePartitionStatus {
+        let failed =
+            |tp: TopicPartition, error: ResponseError, message: String| ProducePartitionStatus {
+                tp,
+                awaiting: None,
+                result: ProducePartitionResult::error(error, message),
+            };
+        let topic = self.topic(&tp.topic);
+        let Some((topic, handle)) = topic
+            .as_ref()
+            .and_then(|t| t.partition(tp.partition).map(|p| (t, p.clone())))
+        else {
+            return failed(
+                tp,
+                ResponseError::UnknownTopicOrPartition,
+                "this broker has no such topic-partition".into(),
+            );
+        };
+        if topic.internal && origin == AppendOrigin::Client {
+            return failed(
+                tp,
+                ResponseError::InvalidTopicException,
+                "clients cannot write to an internal topic".into(),
+            );
+        }
+        let partitions = || self.topics.partitions();
+        if !self.log_memory.reserve(records.len(), partitions) {
+            return failed(
+                tp,
+                ResponseError::KafkaStorageError,
+                "log.memory.max.bytes reached and nothing below the high watermark can be evicted"
+                    .into(),
+            );
+        }
+        let appended = self.update_partition(&handle, |log| {
+            let appended = log.append_as_leader(records, required_acks, now_ms);
+            if let Ok(info) = &appended {
+                self.log_memory.add(info.bytes);
+            }
+            appended
+        });
+        match appended {
+            Ok(info) => ProducePartitionStatus {
+                tp,
+                awaiting: (required_acks == -1).then(|| (handle, info.last_offset + 1)),
+                result: ProducePartitionResult {
+                    error: None,
+                    message: None,
+                    base_offset: info.base_offset,
+                    log_start_offset: info.log_start_offset,
+                },
+            },
+            Err(e) => {
+                debug!(%tp, error = %e, "append refused");
+                failed(tp, e.error(), e.to_string())
+            }
+        }
+    }
+}

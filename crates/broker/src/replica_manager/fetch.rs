@@ -1,0 +1,122 @@
+//! `fetch_messages`: the fetch path below the handler (Kafka's
+//! `ReplicaManager.fetchMessages`), for consumers and follower replicas alike.
+//!
+//! A fetch with `replica_id >= 0` comes from a follower. Its `fetch_offset` for a
+//! partition *is* that follower's log end offset: it asks for the offset after the last one
+//! it has. So before reading, the leader records it (Kafka's `updateFollowerFetchState`),
+//! which may let the follower rejoin the ISR and may move the high watermark — completing
+//! parked `acks=all` produces and consumer fetches. A follower reads up to the leader's log
+//! end; a consumer only up to the high watermark (records above it are not yet safe, and
+//! asking above it yields no records and no error).
+//!
+//! The fetch is answered at once when `max_wait_ms` is 0 or [`can_respond_now`] holds;
+//! otherwise a [`DelayedFetch`] is parked until it does or `max_wait_ms` passes.
+
+use kafka_protocol::ResponseError;
+use tracing::info;
+
+use super::ReplicaManager;
+use crate::delayed::fetch::{can_respond_now, read_from_local_log};
+use crate::delayed::{DelayedFetch, FetchCallback, FetchParams, FetchPartitionStatus, OpMeta};
+use crate::partition::{PartitionHandle, TopicPartition};
+use crate::request::RequestContext;
+
+/// Longest a fetch may be parked, whatever `max_wait_ms` asks for: requests from clients
+/// that vanish cannot pile up for days. Real clients ask for well under this.
+pub const MAX_FETCH_WAIT_MS: u64 = 60_000;
+
+/// One partition a fetch asks for.
+#[derive(Debug, Clone)]
+pub struct FetchPartitionRequest {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Where to read from (a follower's log end offset).
+    pub fetch_offset: i64,
+    /// The most to return for this partition.
+    pub partition_max_bytes: usize,
+}
+
+impl ReplicaManager {
+    /// Reads `partitions` for a consumer or a follower and answers through `respond`, at
+    /// once or when a parked [`DelayedFetch`] completes. Results come back in the order of
+    /// `partitions`.
+    pub fn fetch_messages(
+        &self,
+        ctx: &RequestContext,
+        mut params: FetchParams,
+        partitions: Vec<FetchPartitionRequest>,
+        respond: FetchCallback,
+    ) {
+        params.max_wait_ms = params.max_wait_ms.min(MAX_FETCH_WAIT_MS);
+        let now = self.now_ms();
+        let statuses: Vec<FetchPartitionStatus> = partitions
+            .into_iter()
+            .map(|p| {
+                let handle = self.partition(&p.tp.topic, p.tp.partition);
+                let error = match &handle {
+                    None => Some(ResponseError::UnknownTopicOrPartition),
+                    Some(h) if params.is_from_follower() => self
+                        .update_follower_fetch_state(h, params.replica_id, p.fetch_offset, now)
+                        .err(),
+                    Some(_) => None,
+                };
+                FetchPartitionStatus {
+                    tp: p.tp,
+                    handle,
+                    fetch_offset: p.fetch_offset,
+                    partition_max_bytes: p.partition_max_bytes,
+                    error,
+                }
+            })
+            .collect();
+        if params.max_wait_ms == 0 || can_respond_now(&params, &statuses) {
+            respond(read_from_local_log(&params, &statuses));
+            return;
+        }
+        let kind = if params.is_from_follower() {
+            "follower-fetch"
+        } else {
+            "fetch"
+        };
+        let meta = OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms);
+        let op = DelayedFetch::new(meta, params, statuses, respond);
+        let keys = op.keys();
+        op.log_created(&keys);
+        self.fetch_purgatory
+            .try_complete_else_watch(op, params.max_wait_ms, keys);
+    }
+
+    /// Records a follower's fetch offset as its log end offset (Kafka's
+    /// `updateFollowerFetchState`); the HW may move and the follower may rejoin the ISR.
+    fn update_follower_fetch_state(
+        &self,
+        handle: &PartitionHandle,
+        replica_id: i32,
+        fetch_offset: i64,
+        now_ms: u64,
+    ) -> Result<(), ResponseError> {
+        let (update, isr) = self.update_partition(handle, |log| {
+            let update = log.update_follower_fetch(replica_id, fetch_offset, now_ms);
+            let isr = matches!(&update, Ok(u) if u.isr_changed).then(|| log.isr());
+            (update, isr)
+        });
+        let update = update.map_err(|e| e.error())?;
+        if let Some(isr) = isr {
+            info!(
+                target: "purgatory::isr",
+                tp = %handle.tp, replica_id, ?isr,
+                "ISR expand: follower caught up to the high watermark"
+            );
+        }
+        if update.high_watermark_advanced {
+            info!(
+                target: "purgatory::replication",
+                tp = %handle.tp,
+                replica_id,
+                high_watermark = update.high_watermark,
+                "high watermark advanced: follower {replica_id} fetched from offset {fetch_offset}"
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! The replica manager: every partition this broker leads, and the purgatories that park
+//! requests waiting on them.
+//!
+//! Kafka splits a broker's work in three layers, and so does this crate:
+//!
+//! ```text
+//!   KafkaApis            handlers/          wire <-> domain, one file per API
+//!   ReplicaManager       replica_manager/   append_records, fetch_messages, the ISR check
+//!   Partition            replog::Partition  LEO, HW, ISR, producer state (pure)
+//! ```
+//!
+//! This is the middle layer, where the pieces meet. A produce appends to a partition's
+//! log and, for `acks=all`, parks a [`DelayedProduce`] until the high watermark (HW) passes
+//! it. A follower fetch moves that follower's log end offset (LEO), which may move the HW,
+//! which may complete parked produces and parked consumer fetches. This module owns that
+//! chain of cause and effect, in one place ([`ReplicaManager::update_partition`]):
+//!
+//! ```text
+//!   append ──► LEO moves ──► fetch purgatory: check_and_complete(tp)   (followers waiting for data)
+//!                    └──► HW moves? (only if the ISR is just the leader)
+//!   follower fetch ──► follower LEO ──► HW moves? ──► produce purgatory: check_and_complete(tp)
+//!                                                └──► fetch purgatory:   check_and_complete(tp)
+//!   ISR check (every replica.lag.time.max.ms / 2) ──► ISR shrinks ──► HW moves? ──► same as above
+//! ```
+//!
+//! Requests come in through [`ReplicaManager::append_records`] and
+//! [`ReplicaManager::fetch_messages`]; answers go out through the callback the caller
+//! hands in, called at once or later by the delayed operation. Nothing here knows the wire
+//! format.
+//!
+//! Its other jobs live in their own modules: the topic registry ([`crate::topics`]), the
+//! broker-wide log memory cap ([`log_memory`]), producer ids ([`producer_ids`]).
+//!
+//! Locking: each partition has its own mutex. No partition lock is ever held while calling
+//! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
+
+mod append;
+mod fetch;
+pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
+pub mod log_memory;
+pub mod producer_ids;
+
+pub use append::AppendOrigin;
+
+use std::any::Any;
+use std::sync::{Arc, OnceLock, Weak};
+
+use kafka_protocol::ResponseError;
+use replog::Partition;
+use timewheel::{Purgatory, PurgatoryConfig, Timer, TimerConfig};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::config::{BrokerConfig, ClockMode};
+use crate::delayed::{DelayedFetch, DelayedProduce};
+use crate::partition::{PartitionHandle, TopicPartition};
+use crate::topics::{NewTopic, Topic, TopicError, TopicRegistry};
+use log_memory::LogMemory;
+use producer_ids::ProducerIdManager;
+
+/// An offset found by ListOffsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAndTimestamp {
+    /// The offset (-1 if no record matches).
+    pub offset: i64,
+    /// The record's timestamp (-1 for the special offsets).
+    pub timestamp: i64,
+    /// The partition's leader epoch.
+    pub leader_epoch: i32,
+}
+
+/// ListOffsets' special timestamps.
+pub mod list_offsets {
+    /// The high watermark: the end of what a consumer may read.
+    pub const LATEST: i64 = -1;
+    /// The log start offset.
+    pub const EARLIEST: i64 = -2;
+    /// KIP-734: the committed record with the largest timestamp.
+    pub const MAX_TIMESTAMP: i64 = -3;
+}
+
+/// The broker's shared state. One per broker; shared by every connection task.
+pub struct ReplicaManager {
+    /// Effective configuration.
+    pub config: BrokerConfig,
+    /// The one timer all purgatories share, so one wheel snapshot shows every timeout.
+    pub timer: Timer,
+    /// Produce requests waiting for the HW (Kafka's `Produce` purgatory).
+    pub produce_purgatory: Purgatory<TopicPartition, DelayedProduce>,
+    /// Fetch requests waiting for data (Kafka's `Fetch` purgatory).
+    pub fetch_purgatory: Purgatory<TopicPartition, DelayedFetch>,
+    /// Every topic.
+    pub topics: TopicRegistry,
+    /// Bytes held in partition logs, under `log.memory.max.bytes`.
+    pub log_memory: LogMemory,
+    /// Idempotent producers' ids and epochs.
+    pub producer_ids: ProducerIdManager,
+    cluster_id: String,
+    bound_port: OnceLock<i32>,
+    /// The group coordinator, which sits a layer above this one (it appends to
+    /// `__consumer_offsets` through [`append_records`](Self::append_records)). The
+    /// connection hands each handler only the replica manager, so the coordinator is
+    /// found through it; it is stored type-erased so that this layer names nothing above
+    /// it. See [`coordinator_or_init`](Self::coordinator_or_init).
+    coordinator: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+impl ReplicaManager {
+    /// Builds the state and starts the periodic ISR check on the timer.
+    pub fn new(config: BrokerConfig) -> Arc<Self> {
+        let timer_config = TimerConfig {
+            tick_ms: config.timer_tick_ms,
+            wheel_size: config.timer_wheel_size,
+        };
+        let timer = match config.clock {
+            ClockMode::System => Timer::system(timer_config),
+            ClockMode::Manual => Timer::manual(timer_config),
+        };
+        let purgatory_config = || PurgatoryConfig {
+            purge_interval: config.purge_interval_requests,
+        };
+        let rm = Arc::new(ReplicaManager {
+            produce_purgatory: Purgatory::new("Produce", timer.clone(), purgatory_config()),
+            fetch_purgatory: Purgatory::new("Fetch", timer.clone(), purgatory_config()),
+            timer,
+            topics: TopicRegistry::new(config.max_partitions),
+            log_memory: LogMemory::new(config.log_memory_max_bytes),
+            producer_ids: ProducerIdManager::default(),
+            cluster_id: "purgatory-cluster".to_string(),
+            bound_port: OnceLock::new(),
+            coordinator: OnceLock::new(),
+            config,
+        });
+        schedule_isr_check(Arc::downgrade(&rm));
+        rm
+    }
+
+    /// Current time on the broker's clock (system or manual).
+    pub fn now_ms(&self) -> u64 {
+        self.timer.now_ms()
+    }
+
+    /// Records the port the listener actually bound (the config may say port 0).
+    pub fn set_bound_port(&self, port: u16) {
+        let _ = self.bound_port.set(i32::from(port));
+    }
+
+    /// The listener's bound port, once known.
+    pub fn bound_port(&self) -> Option<i32> {
+        self.bound_port.get().copied()
+    }
+
+    /// The coordinator slot: the `T` stored there, created by `init` on first use. `None`
+    /// only if the slot holds another type (a programming error, answered by the caller as
+    /// COORDINATOR_NOT_AVAILABLE rather than a panic).
+    pub fn coordinator_or_init<T: Any + Send + Sync>(
+        &self,
+        init: impl FnOnce() -> Arc<T>,
+    ) -> Option<Arc<T>> {
+        let erased = self
+            .coordinator
+            .get_or_init(|| init() as Arc<dyn Any + Send + Sync>);
+        erased.clone().downcast::<T>().ok()
+    }
+
+    /// The `T` in the coordinator slot, if it has been created.
+    pub fn coordinator<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.coordinator.get()?.clone().downcast::<T>().ok()
+    }
+
+    /// The cluster id reported in Metadata.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// Every topic, by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        self.topics.all()
+    }
+
+    /// A topic by name.
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.get(name)
+    }
+
+    /// A topic by id.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.topics.by_id(id)
+    }
+
+    /// A partition, if its topic exists.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<PartitionHandle>> {
+        self.topics.partition(topic, partition)
+    }
+
+    /// Bytes held in all partition logs.
+    pub fn log_bytes(&self) -> usize {
+        self.log_memory.used()
+    }
+
+    /// Metadata's lookup: a topic by name, created with the broker's defaults if it does
+    /// not exist, `allow` is set (the request asked for auto-creation) and
+    /// `auto.create.topics.enable` is on. Only Metadata creates topics this way, as in
+    /// Kafka; a produce to an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn get_or_auto_create(&self, name: &str, allow: bool) -> Result<Arc<Topic>, TopicError> {
+        if let Some(t) = self.topic(name) {
+            return Ok(t);
+        }
+        if !(allow && self.config.auto_create_topics) {
+            return Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                "unknown topic",
+            ));
+        }
+        let new = if name == crate::topics::OFFSETS_TOPIC {
+            crate::topics::offsets_topic(&self.config)
+        } else {
+            NewTopic {
+                name: name.to_string(),
+                partitions: -1,
+                replication_factor: -1,
+                configs: vec![],
+            }
+        };
+        let created = self.create_topic(new, false);
+        match created {
+            Ok(t) => Ok(t),
+            // Lost a race with another creator: fine, use theirs.
+            Err(e) if e.error == ResponseError::TopicAlreadyExists => {
+                self.topic(name).ok_or_else(|| {
+                    TopicError::new(ResponseError::UnknownTopicOrPartition, "unknown topic")
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Validates and (unless `validate_only`) creates a topic.
+    pub fn create_topic(
+        &self,
+        new: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let topic = Topic::build(new, &self.config, self.now_ms())?;
+        if validate_only {
+            self.topics.check(&topic)?;
+            return Ok(Arc::new(topic));
+        }
+        let topic = self.topics.register(topic)?;
+        info!(
+            topic = %topic.name,
+            partitions = topic.partitions.len(),
+            replication_factor = topic.replication_factor,
+            "created topic"
+        );
+        Ok(topic)
+    }
+
+    /// Deletes a topic. Operations parked on its partitions complete with
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        let Some(topic) = self.topics.remove(name) else {
+            return Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                "unknown topic",
+            ));
+        };
+        for p in &topic.partitions {
+            self.log_memory.release(p.lock().size_bytes());
+            self.produce_purgatory.check_and_complete(&p.tp);
+            self.fetch_purgatory.check_and_complete(&p.tp);
+        }
+        info!(topic = %name, "deleted topic");
+        Ok(())
+    }
+
+    /// Signals every topic creation and deletion — the moment a Kafka controller would
+    /// send LeaderAndIsr to the followers. Embedded followers re-read Metadata on it, so a
+    /// new topic is replicated at once rather than on their next periodic refresh.
+    pub fn subscribe_topic_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.topics.subscribe()
+    }
+
+    /// ListOffsets: the offset for `timestamp` (or one of the special
+    /// [`list_offsets`] timestamps) in a partition.
+    pub fn fetch_offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<OffsetAndTimestamp, ResponseError> {
+        let handle = self
+            .partition(topic, partition)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let log = handle.lock();
+        let (offset, timestamp) = match timestamp {
+            list_offsets::LATEST => (log.high_watermark(), -1),
+            list_offsets::EARLIEST => (log.log_start_offset(), -1),
+            list_offsets::MAX_TIMESTAMP => log.offset_for_max_timestamp().unwrap_or((-1, -1)),
+            ts => log.offset_for_timestamp(ts).unwrap_or((-1, -1)),
+        };
+        Ok(OffsetAndTimestamp {
+            offset,
+            timestamp,
+            leader_epoch: log.leader_epoch(),
+        })
+    }
+
+    /// OffsetForLeaderEpoch: where leader epoch `epoch` ends in a partition, as
+    /// `(epoch, end offset)`.
+    pub fn end_offset_for_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        epoch: i32,
+    ) -> Result<(i32, i64), ResponseError> {
+        let handle = self
+            .partition(topic, partition)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let end = handle.lock().end_offset_for_leader_epoch(epoch);
+        Ok(end)
+    }
+
+    /// Runs `change` on a partition's log under its lock, applies `retention.bytes` (a
+    /// longer log or a higher HW may put old replicated batches past it) and, with the lock
+    /// released, wakes whoever waits on the partition: a longer log may complete follower
+    /// fetches; a higher HW may complete produces and consumer fetches. Every change to a
+    /// partition — append, follower fetch, ISR shrink — goes through here.
+    fn update_partition<T>(
+        &self,
+        partition: &PartitionHandle,
+        change: impl FnOnce(&mut Partition) -> T,
+    ) -> T {
+        let (out, log_grew, hw_advanced, freed) = {
+            let mut log = partition.lock();
+            let (leo, hw) = (log.log_end_offset(), log.high_watermark());
+            let out = change(&mut log);
+            let log_grew = log.log_end_offset() > leo;
+            let hw_advanced = log.high_watermark() > hw;
+            (out, log_grew, hw_advanced, log.enforce_retention())
+        };
+        self.log_memory.release(freed);
+        if hw_advanced {
+            let produces = self.produce_purgatory.check_and_complete(&partition.tp);
+            let fetches = self.fetch_purgatory.check_and_complete(&partition.tp);
+            if produces + fetches > 0 {
+                tracing::debug!(tp = %partition.tp, produces, fetches, "high watermark advance completed delayed operations");
+            }
+        } else if log_grew {
+            self.fetch_purgatory.check_and_complete(&partition.tp);
+        }
+        out
+    }
+
+    /// Kafka's `maybeShrinkIsr`, for every partition.
+    pub fn check_isr(&self) {
+        let now = self.now_ms();
+        for p in self.topics.partitions() {
+            let (removed, isr) = self.update_partition(&p, |log| {
+                let removed = log.maybe_shrink_isr(now);
+                (removed, log.isr())
+            });
+            if !removed.is_empty() {
+                warn!(
+                    target: "purgatory::isr",
+                    tp = %p.tp, ?removed, ?isr,
+                    "ISR shrink: followers not caught up within replica.lag.time.max.ms"
+                );
+            }
+        }
+    }
+
+    /// Stops the timer; parked operations are dropped without a response.
+    pub fn shutdown(&self) {
+        self.produce_purgatory.shutdown();
+        self.fetch_purgatory.shutdown();
+        self.timer.shutdown();
+    }
+}
+
+/// Kafka checks the ISR every `replica.lag.time.max.ms / 2`, on the same clock as every
+/// other timeout here, so a manual clock drives ISR shrink too.
+fn schedule_isr_check(rm: Weak<ReplicaManager>) {
+    let Some(strong) = rm.upgrade() else { return };
+    let interval = (strong.config.replica_lag_time_max_ms / 2).max(1) as i64;
+    let timer = strong.timer.clone();
+    drop(strong);
+    timer.schedule(interval, move || {
+        if let Some(rm_strong) = rm.upgrade() {
+            rm_strong.check_isr();
+            drop(rm_strong);
+            schedule_isr_check(rm);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;
