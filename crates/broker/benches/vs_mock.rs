@@ -8,7 +8,7 @@
 //!
 //!     cargo bench -p purgatory --bench vs_mock -- [--rounds N] [--messages N]
 //!         [--latency-messages N] [--only throughput|latency] [--variants LIST]
-//!         [--binary PATH] [--no-mock | --no-ours]
+//!         [--binary [LABEL=]PATH,...] [--no-mock | --no-ours]
 //!
 //! Each round measures every side, interleaved (the order reverses every other round):
 //! - **throughput**: `--messages` (200k) messages of 100 bytes, `linger.ms=5`, produced as
@@ -30,7 +30,9 @@
 //! `ct` (current-thread runtime), `mtN` (multi-thread, N workers), each optionally with
 //! `+ft` (the followers on a current-thread runtime and thread of their own). `--binary
 //! target/release/purgatory` also measures the real binary as its own process (what users
-//! run, logging at its default level to /dev/null). `--no-mock` and `--no-ours` skip a side (for profiling one).
+//! run, logging at its default level to /dev/null); a comma-separated list of
+//! `LABEL=PATH` measures several builds side by side, e.g. the commit before a change and
+//! after it: `--binary before=/tmp/purgatory-before,after=target/release/purgatory`. `--no-mock` and `--no-ours` skip a side (for profiling one).
 //!
 //! Output: one line per side and round, then the medians over rounds and the ratios
 //! (ours/mock) against the targets: the median of the per-round ratios (each round's sides
@@ -189,6 +191,30 @@ struct Side {
     bootstrap: String,
     /// The mock does not auto-create topics the way we do: it gets them made for it.
     mock: Option<MockCluster<'static, rdkafka::producer::DefaultProducerContext>>,
+    /// A broker running as its own process: its CPU time is reported per message.
+    pid: Option<u32>,
+}
+
+/// CPU time the process has used so far, all threads, in nanoseconds (from
+/// `/proc/PID/task/*/schedstat`, whose first field is the thread's time on a CPU).
+fn process_cpu_ns(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// The broker's CPU per message over a measurement, as text for the round's line.
+fn cpu_per_message(side: &Side, before: Option<u64>, messages: usize) -> String {
+    match (side.pid.and_then(process_cpu_ns), before) {
+        (Some(after), Some(before)) => format!(
+            "  broker cpu {:>5.1} us/msg",
+            (after - before) as f64 / 1e3 / (messages + WARM_UP) as f64
+        ),
+        _ => String::new(),
+    }
 }
 
 impl Side {
@@ -224,7 +250,8 @@ struct Args {
     messages: usize,
     latency_messages: usize,
     variants: Vec<String>,
-    binary: Option<String>,
+    /// `(label, path)` of each binary to run as its own process.
+    binaries: Vec<(String, String)>,
     no_mock: bool,
     no_ours: bool,
     throughput: bool,
@@ -257,7 +284,18 @@ fn parse_args() -> Args {
             .split(',')
             .map(str::to_string)
             .collect(),
-        binary: value("--binary"),
+        binaries: value("--binary")
+            .map(|list| {
+                let many = list.contains(',');
+                list.split(',')
+                    .map(|item| match item.split_once('=') {
+                        Some((label, path)) => (label.to_string(), path.to_string()),
+                        None if many => (item.to_string(), item.to_string()),
+                        None => ("ours-process".to_string(), item.to_string()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         no_mock: args.iter().any(|a| a == "--no-mock"),
         no_ours: args.iter().any(|a| a == "--no-ours"),
         throughput: only.as_deref() != Some("latency"),
@@ -423,6 +461,7 @@ fn main() {
             },
             bootstrap,
             mock: None,
+            pid: None,
         });
     }
     let mock = MockCluster::new(1).expect("mock cluster");
@@ -431,16 +470,18 @@ fn main() {
         name: "mock".to_string(),
         bootstrap: mock.bootstrap_servers(),
         mock: Some(mock),
+        pid: None,
     });
-    let mut child = None;
-    if let Some(path) = &args.binary {
+    let mut children = Vec::new();
+    for (label, path) in &args.binaries {
         let (c, addr) = spawn_binary(path);
-        child = Some(c);
         sides.push(Side {
-            name: "ours-process".to_string(),
+            name: label.clone(),
             bootstrap: addr,
             mock: None,
+            pid: Some(c.id()),
         });
+        children.push(c);
     }
     println!(
         "vs_mock: {} round(s); throughput {} x {VALUE_BYTES} B, linger.ms=5; latency {} sequential, linger.ms=0; acks=all; ours: broker + 2 embedded followers on `purgatory::server::runtime()` (current-thread) unless --variants says otherwise",
@@ -461,10 +502,13 @@ fn main() {
                 }
                 let side = &sides[i];
                 let topic = side.topic("throughput", round);
+                let cpu_before = side.pid.and_then(process_cpu_ns);
                 let rate = throughput(&side.bootstrap, &topic, args.messages);
                 println!(
-                    "round {round} {:<12} throughput {:>9.0} msg/s",
-                    side.name, rate
+                    "round {round} {:<12} throughput {:>9.0} msg/s{}",
+                    side.name,
+                    rate,
+                    cpu_per_message(side, cpu_before, args.messages)
                 );
                 results[i].throughput.push(rate);
             }
@@ -476,6 +520,7 @@ fn main() {
                 }
                 let side = &sides[i];
                 let topic = side.topic("latency", round);
+                let cpu_before = side.pid.and_then(process_cpu_ns);
                 let h = latency(&side.bootstrap, &topic, args.latency_messages);
                 let (p50, p90, p99) = (
                     h.value_at_quantile(0.5),
@@ -483,9 +528,10 @@ fn main() {
                     h.value_at_quantile(0.99),
                 );
                 println!(
-                    "round {round} {:<12} latency p50 {p50:>5} us  p90 {p90:>5} us  p99 {p99:>5} us  max {:>6} us",
+                    "round {round} {:<12} latency p50 {p50:>5} us  p90 {p90:>5} us  p99 {p99:>5} us  max {:>6} us{}",
                     side.name,
-                    h.max()
+                    h.max(),
+                    cpu_per_message(side, cpu_before, args.latency_messages)
                 );
                 results[i].p50.push(p50);
                 results[i].p90.push(p90);
@@ -498,7 +544,7 @@ fn main() {
     for (side, r) in sides
         .iter()
         .zip(&results)
-        .filter(|(s, _)| !(args.no_mock && s.mock.is_some()) && !(args.no_ours && s.mock.is_none()))
+        .filter(|(s, _)| !(args.no_mock && s.mock.is_some() || args.no_ours && s.mock.is_none()))
     {
         let mut line = format!("{:<12}", side.name);
         if let Some(t) = median(&r.throughput) {
@@ -547,7 +593,7 @@ fn main() {
         }
     }
 
-    if let Some(mut c) = child {
+    for mut c in children {
         let _ = c.kill();
         let _ = c.wait();
     }
