@@ -193,7 +193,7 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Ctl(ctl)) => return run_ctl(ctl),
     };
     let config = load_config(&args)?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = purgatory::server::runtime()?;
     runtime.block_on(serve(config))
 }
 

@@ -58,6 +58,13 @@ pub const LIST_OFFSETS_VERSION: i16 = 7;
 /// ApiVersions version sent first (what librdkafka sends).
 pub const API_VERSIONS_VERSION: i16 = 3;
 
+/// A partition's records at least this large, making up at least half of their response
+/// frame, are kept by the follower's log as they are: the frame was read into an allocation
+/// of its own (see [`crate::wire`]), so keeping slices of it pins at most twice what the
+/// log accounts for, and the copy would cost a pass over the data plus fresh pages (with
+/// `linger.ms=5` the embedded followers receive batches of about 1 MB).
+const SHARE_RECORDS_FROM_BYTES: usize = 64 * 1024;
+
 /// ListOffsets timestamp meaning "the log start offset".
 const EARLIEST_TIMESTAMP: i64 = -2;
 
@@ -537,7 +544,8 @@ impl Session<'_> {
         .context("Fetch")?;
         let received_at = Instant::now();
 
-        let outcome = self.examine(&resp)?;
+        let frame_len = self.conn.last_frame_len();
+        let outcome = self.examine(&resp, frame_len)?;
         if !outcome.checked.is_empty() {
             // "Stay N ms behind": hold the data before appending it (and before the next
             // Fetch, which is what would tell the leader we have it).
@@ -559,7 +567,10 @@ impl Session<'_> {
 
     /// Reads a Fetch response: per partition, records the leader's HW, checks the batches
     /// against our LEO, and sorts out errors. Changes no log.
-    fn examine(&self, resp: &FetchResponse) -> Result<Examined> {
+    ///
+    /// `frame_len` is the size of the response frame: a partition whose records fill most of
+    /// a large frame is kept without a copy (see [`SHARE_RECORDS_FROM_BYTES`]).
+    fn examine(&self, resp: &FetchResponse, frame_len: usize) -> Result<Examined> {
         let mut out = Examined::default();
         let mut st = self.shared.replica.lock();
         check_epoch(&st, self.epoch)?;
@@ -642,7 +653,11 @@ impl Session<'_> {
                         );
                         out.back_off = true;
                     }
-                    Ok(c) => out.checked.push((tp, c)),
+                    Ok(c) => {
+                        let share = records.len() >= SHARE_RECORDS_FROM_BYTES
+                            && records.len() * 2 >= frame_len;
+                        out.checked.push((tp, c, share))
+                    }
                     Err(e) => {
                         error!(
                             "rejected the data for {tp}: {e}; our log end stays at {} and we fetch from there again",
@@ -664,15 +679,20 @@ impl Session<'_> {
     }
 
     /// Appends checked batches (unless a crash wiped the state meanwhile).
-    fn commit(&self, checked: Vec<(TopicPartition, CheckedBatches)>) -> Result<()> {
+    fn commit(&self, checked: Vec<(TopicPartition, CheckedBatches, bool)>) -> Result<()> {
         let mut st = self.shared.replica.lock();
         check_epoch(&st, self.epoch)?;
         let mut appended = 0u64;
-        for (tp, c) in checked {
+        for (tp, c, share) in checked {
             let Some(p) = st.partitions.get_mut(&tp) else {
                 continue;
             };
-            match p.log.commit(c) {
+            let committed = if share {
+                p.log.commit_shared(c)
+            } else {
+                p.log.commit(c)
+            };
+            match committed {
                 Ok(o) => {
                     appended += o.batches as u64;
                     debug!(
@@ -744,7 +764,8 @@ impl Session<'_> {
 /// What [`Session::examine`] found in a Fetch response.
 #[derive(Default)]
 struct Examined {
-    checked: Vec<(TopicPartition, CheckedBatches)>,
+    /// Checked batches, and whether they may be kept without a copy.
+    checked: Vec<(TopicPartition, CheckedBatches, bool)>,
     out_of_range: Vec<(TopicPartition, i64)>,
     refresh_metadata: bool,
     back_off: bool,

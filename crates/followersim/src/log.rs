@@ -101,6 +101,22 @@ impl PartitionLog {
     /// Fails with [`BatchError::Gap`] if the log end moved since the check (the batches are
     /// then stale and must be fetched again).
     pub fn commit(&mut self, checked: CheckedBatches) -> Result<AppendOutcome, BatchError> {
+        self.commit_inner(checked, true)
+    }
+
+    /// Like [`commit`](Self::commit), but keeps the batches as they are instead of copying
+    /// them: for the caller that knows they are slices of a buffer they mostly fill (a large
+    /// Fetch response read into an allocation of its own), where a copy would only cost a
+    /// pass over the data and fresh pages, and pins at most that buffer's small remainder.
+    pub fn commit_shared(&mut self, checked: CheckedBatches) -> Result<AppendOutcome, BatchError> {
+        self.commit_inner(checked, false)
+    }
+
+    fn commit_inner(
+        &mut self,
+        checked: CheckedBatches,
+        copy: bool,
+    ) -> Result<AppendOutcome, BatchError> {
         let old = self.log_end_offset;
         if checked.expected_offset != old {
             return Err(BatchError::Gap {
@@ -112,7 +128,7 @@ impl PartitionLog {
         for b in checked.batches {
             if self.retain_bytes > 0 {
                 // Copy, so a kept batch does not pin the whole response frame in memory.
-                let b = Bytes::copy_from_slice(&b);
+                let b = if copy { Bytes::copy_from_slice(&b) } else { b };
                 self.retained_bytes += b.len();
                 self.batches.push_back(b);
             }

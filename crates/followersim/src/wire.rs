@@ -40,6 +40,14 @@ use tokio::net::TcpStream;
 /// The length prefix comes from the network, so it is checked before anything is allocated.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 128 * 1024 * 1024;
 
+/// Bytes asked of the socket per read while looking for frames. One read usually brings in
+/// a whole response, where reading the length prefix and then the body took two; and a read
+/// that returns less than it asked for tells tokio the socket is drained (epoll is
+/// edge-triggered), so the next read waits for readiness instead of making a system call
+/// that ends in EAGAIN. A follower on the acks=all path makes one `recvfrom` per Fetch
+/// response instead of three.
+const READ_CHUNK: usize = 16 * 1024;
+
 /// One client connection to a Kafka broker.
 #[derive(Debug)]
 pub struct KafkaConnection {
@@ -48,6 +56,12 @@ pub struct KafkaConnection {
     client_id: Option<String>,
     next_correlation_id: i32,
     max_frame_bytes: usize,
+    /// Bytes read but not yet returned as frames.
+    read_buf: BytesMut,
+    /// Request frames are encoded here; it keeps its capacity between requests.
+    write_buf: BytesMut,
+    /// Length of the last frame received.
+    last_frame_len: usize,
 }
 
 impl KafkaConnection {
@@ -70,6 +84,9 @@ impl KafkaConnection {
             client_id: Some("followersim".to_owned()),
             next_correlation_id: 1,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            read_buf: BytesMut::new(),
+            write_buf: BytesMut::new(),
+            last_frame_len: 0,
         })
     }
 
@@ -92,6 +109,12 @@ impl KafkaConnection {
     /// The broker's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// Length of the last frame received (its allocation's size, for frames longer than
+    /// 16 KiB: those are read into a buffer of their own).
+    pub fn last_frame_len(&self) -> usize {
+        self.last_frame_len
     }
 
     /// Takes the next correlation id (they count up from 1, wrapping at `i32::MAX`).
@@ -123,11 +146,20 @@ impl KafkaConnection {
     /// Use with [`read_response`](Self::read_response) to pipeline several requests.
     pub async fn write_request<Req: Request>(&mut self, req: &Req, version: i16) -> Result<i32> {
         let correlation_id = self.next_correlation_id();
-        let frame = encode_request(req, version, correlation_id, self.client_id.as_deref())?;
-        self.stream
-            .write_all(&frame)
-            .await
-            .with_context(|| format!("writing a request to {}", self.peer))?;
+        self.write_buf.clear();
+        encode_request_into(
+            &mut self.write_buf,
+            req,
+            version,
+            correlation_id,
+            self.client_id.as_deref(),
+        )?;
+        let written = self.stream.write_all(&self.write_buf).await;
+        if self.write_buf.capacity() > 1 << 20 {
+            // Do not keep a big request's buffer for ever.
+            self.write_buf = BytesMut::new();
+        }
+        written.with_context(|| format!("writing a request to {}", self.peer))?;
         Ok(correlation_id)
     }
 
@@ -176,13 +208,13 @@ impl KafkaConnection {
     /// Reads one frame (without its length prefix). Returns `Ok(None)` if the broker closed
     /// the connection cleanly before a new frame started.
     pub async fn recv_frame(&mut self) -> Result<Option<Bytes>> {
-        let mut len = [0u8; 4];
-        match self.stream.read_exact(&mut len).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading from {}", self.peer)),
+        while self.read_buf.len() < 4 {
+            if self.fill().await? == 0 {
+                // Also within a length prefix, as `read_exact` would have it.
+                return Ok(None);
+            }
         }
-        let len = i32::from_be_bytes(len);
+        let len = i32::from_be_bytes(self.read_buf[..4].try_into().expect("four bytes"));
         let len = usize::try_from(len)
             .ok()
             .filter(|&l| l <= self.max_frame_bytes)
@@ -192,12 +224,49 @@ impl KafkaConnection {
                     self.peer, self.max_frame_bytes
                 )
             })?;
-        let mut buf = BytesMut::zeroed(len);
+        self.last_frame_len = len;
+        if len <= READ_CHUNK {
+            while self.read_buf.len() < 4 + len {
+                if self.fill().await? == 0 {
+                    bail!(
+                        "reading a {len}-byte frame from {}: early end of stream",
+                        self.peer
+                    );
+                }
+            }
+            self.read_buf.advance(4);
+            return Ok(Some(self.read_buf.split_to(len).freeze()));
+        }
+        // A large frame: what is buffered is its start; read the rest straight into a buffer
+        // of its own rather than through the small one.
+        self.read_buf.advance(4);
+        let buffered = self.read_buf.len().min(len);
+        let mut frame = BytesMut::with_capacity(len);
+        frame.extend_from_slice(&self.read_buf[..buffered]);
+        self.read_buf.advance(buffered);
+        while frame.len() < len {
+            let mut limited = (&mut self.stream).take((len - frame.len()) as u64);
+            let n = limited
+                .read_buf(&mut frame)
+                .await
+                .with_context(|| format!("reading a {len}-byte frame from {}", self.peer))?;
+            if n == 0 {
+                bail!(
+                    "reading a {len}-byte frame from {}: early end of stream",
+                    self.peer
+                );
+            }
+        }
+        Ok(Some(frame.freeze()))
+    }
+
+    /// One read into the buffer; 0 at the end of the stream.
+    async fn fill(&mut self) -> Result<usize> {
+        self.read_buf.reserve(READ_CHUNK);
         self.stream
-            .read_exact(&mut buf)
+            .read_buf(&mut self.read_buf)
             .await
-            .with_context(|| format!("reading a {len}-byte frame from {}", self.peer))?;
-        Ok(Some(buf.freeze()))
+            .with_context(|| format!("reading from {}", self.peer))
     }
 
     /// Shuts down the writing side, then drops the connection.
@@ -217,22 +286,47 @@ pub fn encode_request<Req: Request>(
     correlation_id: i32,
     client_id: Option<&str>,
 ) -> Result<Bytes> {
+    let mut buf = BytesMut::new();
+    encode_request_into(&mut buf, req, version, correlation_id, client_id)?;
+    Ok(buf.freeze())
+}
+
+/// Appends a whole request frame to `buf` (as [`encode_request`]).
+fn encode_request_into<Req: Request>(
+    buf: &mut BytesMut,
+    req: &Req,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+) -> Result<()> {
     let header = RequestHeader::default()
         .with_request_api_key(Req::KEY)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
         .with_client_id(client_id.map(|c| StrBytes::from_string(c.to_owned())));
     let header_version = <Req as HeaderVersion>::header_version(version);
-    let mut buf = BytesMut::new();
+    let start = buf.len();
     buf.put_i32(0); // length, patched below
-    header
-        .encode(&mut buf, header_version)
-        .context("encoding the request header")?;
-    req.encode(&mut buf, version)
-        .with_context(|| format!("encoding api key {} at version {version}", Req::KEY))?;
-    let len = i32::try_from(buf.len() - 4).context("request larger than i32::MAX")?;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(buf.freeze())
+    let encoded = header
+        .encode(buf, header_version)
+        .context("encoding the request header")
+        .and_then(|()| {
+            req.encode(buf, version)
+                .with_context(|| format!("encoding api key {} at version {version}", Req::KEY))
+        })
+        .and_then(|()| {
+            i32::try_from(buf.len() - start - 4).context("request larger than i32::MAX")
+        });
+    match encoded {
+        Ok(len) => {
+            buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
+    }
 }
 
 /// Decodes a request frame body (without the length prefix) into its header and the

@@ -391,6 +391,11 @@ impl Partition {
             return 0..0;
         }
         let bound_offset = self.bound_offset(bound);
+        if fetch_offset >= bound_offset {
+            // A reader that has caught up (the common case for a parked fetch being
+            // re-checked): nothing to search for.
+            return 0..0;
+        }
         let first = self
             .batches
             .partition_point(|b| b.last_offset < fetch_offset);
