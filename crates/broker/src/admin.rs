@@ -29,6 +29,10 @@ use tracing::info;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
+mod clock;
+pub mod metrics;
+pub mod view;
+
 /// Most pending operations listed per purgatory in `/api/state`.
 const MAX_PENDING_SHOWN: usize = 200;
 
@@ -71,6 +75,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/followers", get(get_followers))
         .route("/api/followers/{id}/{action}", post(post_follower))
         .route("/api/clock/advance", post(post_clock_advance))
+        // The live view (`/`, its stream, `/api/requests`, clock freeze, send) and `/metrics`.
+        .merge(view::routes())
+        .route("/metrics", get(metrics::get_metrics))
         .with_state(state)
 }
 

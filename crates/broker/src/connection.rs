@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
@@ -35,6 +35,7 @@ use tracing::{debug, warn};
 
 use crate::handlers::{self, api_versions, Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
+use crate::telemetry::{Outcome, RequestName, RequestTiming, Telemetry};
 
 /// A frame whose bytes stop arriving for this long is abandoned (the client is gone or
 /// hostile); an idle connection between frames may stay open indefinitely.
@@ -54,6 +55,8 @@ struct Slot {
     reply: Reply,
     /// Bytes reserved in the connection's [`ResponseBudget`] until this slot is written.
     reserved: usize,
+    /// Its phase times so far, for the request log and metrics (`None` if untraced).
+    timing: Option<RequestTiming>,
 }
 
 /// Bounds the response bytes one connection may have built but not yet written.
@@ -130,7 +133,14 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
     let (reader, writer) = stream.into_split();
     let (slots_tx, slots_rx) = mpsc::channel::<Slot>(rm.config.max_in_flight_per_connection);
     let budget = Arc::new(ResponseBudget::new(RESPONSE_BUDGET_BYTES));
-    let mut write_task = tokio::spawn(write_loop(writer, slots_rx, budget.clone(), peer));
+    let telemetry = rm.telemetry.clone();
+    let mut write_task = tokio::spawn(write_loop(
+        writer,
+        slots_rx,
+        budget.clone(),
+        peer,
+        telemetry,
+    ));
     let outcome = tokio::select! {
         outcome = read_loop(&rm, reader, slots_tx, &budget, peer) => outcome,
         // The writer only stops early on a write error: the socket is gone.
@@ -165,16 +175,38 @@ async fn read_loop(
             Ok(None) => return Close::Eof,
             Err(close) => return close,
         };
+        let received = Instant::now();
         let slot = match decode_frame(frame, peer) {
             Ok(Decoded::Answered(slot)) => slot,
             Ok(Decoded::Request {
-                ctx,
+                mut ctx,
                 api_key,
                 request,
             }) => {
+                let name = RequestName::of(api_key, &request);
+                ctx.trace = rm.telemetry.begin(
+                    name,
+                    ctx.api_version,
+                    ctx.correlation_id,
+                    &ctx.client_id,
+                    peer,
+                    received,
+                    rm.now_ms(),
+                );
+                let (trace, api_version) = (ctx.trace, ctx.api_version);
                 let reserved = response_reservation(rm, &request);
                 budget.reserve(reserved).await;
-                handle(rm, ctx, api_key, request, reserved)
+                let local_start = Instant::now();
+                let mut slot = handle(rm, ctx, api_key, request, reserved);
+                slot.timing = Some(RequestTiming {
+                    trace,
+                    name,
+                    api_version,
+                    received,
+                    local_start,
+                    local_end: Instant::now(),
+                });
+                slot
             }
             Err(close) => return close,
         };
@@ -294,6 +326,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
             ))),
             reserved: 0,
+            timing: None,
         }));
     }
     if api_version < min || api_version > max {
@@ -336,6 +369,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
             .unwrap_or_default(),
         api_version,
         peer,
+        trace: crate::telemetry::TraceId::NONE,
     };
     Ok(Decoded::Request {
         ctx,
@@ -368,6 +402,7 @@ fn handle(
         api_version: ctx.api_version,
         reply,
         reserved,
+        timing: None,
     }
 }
 
@@ -389,16 +424,26 @@ async fn write_loop(
     mut slots: mpsc::Receiver<Slot>,
     budget: Arc<ResponseBudget>,
     peer: SocketAddr,
+    telemetry: Arc<Telemetry>,
 ) {
+    // Closes a request's record in the request log (phase times, metrics).
+    let finish = |timing: &Option<RequestTiming>, send_start: Instant, outcome: Outcome| {
+        if let Some(timing) = timing {
+            telemetry.finish(timing, send_start, Instant::now(), outcome);
+        }
+    };
     while let Some(slot) = slots.recv().await {
         let reserved = slot.reserved;
+        let timing = slot.timing;
         let response = match slot.reply {
             Reply::Nothing => {
                 budget.release(reserved);
+                finish(&timing, Instant::now(), Outcome::NoResponse);
                 continue;
             }
             Reply::Close(reason) => {
                 warn!(%peer, api_key = ?slot.api_key, correlation_id = slot.correlation_id, %reason, "closing connection");
+                finish(&timing, Instant::now(), Outcome::Closed);
                 return;
             }
             Reply::Now(response) => *response,
@@ -408,6 +453,7 @@ async fn write_loop(
                 Err(_) => return,
             },
         };
+        let send_start = Instant::now();
         let frame = match encode_response(slot.correlation_id, slot.api_version, &response) {
             Ok(frame) => frame,
             Err(e) => {
@@ -420,9 +466,11 @@ async fn write_loop(
         drop(frame);
         budget.release(reserved);
         if let Err(e) = written {
+            finish(&timing, send_start, Outcome::Closed);
             debug!(%peer, error = %e, "write failed; client gone");
             return;
         }
+        finish(&timing, send_start, Outcome::Sent);
     }
 }
 

@@ -210,6 +210,7 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                     client_id: "test".into(),
                     api_version: version,
                     peer: "127.0.0.1:1".parse().unwrap(),
+                    trace: crate::telemetry::TraceId::NONE,
                 };
                 let response = match dispatch(&rm, &ctx, request) {
                     Reply::Now(r) => *r,
@@ -260,6 +261,7 @@ fn ask(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> Response
         client_id: "test".into(),
         api_version: version,
         peer: "127.0.0.1:1".parse().unwrap(),
+        trace: crate::telemetry::TraceId::NONE,
     };
     match dispatch(rm, &ctx, request) {
         Reply::Now(r) => *r,
