@@ -311,18 +311,14 @@ impl Telemetry {
         limit: usize,
         filter: &RequestFilter,
     ) -> Vec<RequestView> {
-        let now = Instant::now();
         self.requests
             .ring()
-            .newest(after, limit, |e| filter.matches(e).then(|| e.view(&self.events, now)))
+            .newest(after, limit, |e| filter.matches(e).then(|| e.view(&self.events)))
     }
 
     /// One request's view, if the log still holds it.
     pub fn request(&self, seq: u64) -> Option<RequestView> {
-        let now = Instant::now();
-        self.requests
-            .ring()
-            .with(seq, |e| e.view(&self.events, now))
+        self.requests.ring().with(seq, |e| e.view(&self.events))
     }
 
     /// The number the next request will get.
@@ -330,6 +326,9 @@ impl Telemetry {
         self.requests.ring().next_seq()
     }
 }
+
+/// The client id prefix of the simulated followers (`followersim-replica-2`, ...).
+pub const FOLLOWER_CLIENT_PREFIX: &str = "followersim";
 
 /// Which requests `/api/requests` and `ctl trace` show.
 #[derive(Clone, Debug, Default)]
@@ -340,7 +339,8 @@ pub struct RequestFilter {
     pub topic: Option<String>,
     /// Only this request name (`Produce`, `FetchConsumer`, ...).
     pub request: Option<String>,
-    /// Leave out follower fetches.
+    /// Leave out replication traffic: follower fetches, and the simulated followers'
+    /// other requests (Metadata, ListOffsets...), known by their client id.
     pub no_followers: bool,
     /// Only finished requests.
     pub done_only: bool,
@@ -351,7 +351,10 @@ impl RequestFilter {
         if self.done_only && e.outcome == Outcome::Pending {
             return false;
         }
-        if self.no_followers && e.name == RequestName(RequestName::FETCH_FOLLOWER) {
+        if self.no_followers
+            && (e.name == RequestName(RequestName::FETCH_FOLLOWER)
+                || e.client_id.starts_with(FOLLOWER_CLIENT_PREFIX))
+        {
             return false;
         }
         if let Some(c) = &self.client {

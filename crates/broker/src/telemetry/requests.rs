@@ -376,7 +376,7 @@ impl RequestEntry {
     }
 
     /// The view served by `/api/requests` and the live page.
-    pub fn view(&self, events: &EventLog, now: Instant) -> RequestView {
+    pub fn view(&self, events: &EventLog) -> RequestView {
         let phases = self.phases();
         let steps = self.steps(events);
         let mut story = format!("{} #{}", self.kind(), self.correlation_id);
@@ -437,7 +437,6 @@ impl RequestEntry {
                 response_send: phases[Phase::ResponseSend as usize].map(ms),
                 total: phases[Phase::Total as usize].map(ms),
             },
-            elapsed_ms: since(Some(now), self.received).map(ms).unwrap_or(0.0),
             cause: cause_view(self.cause),
             error: self.error().map(error_name),
             steps: steps
@@ -599,8 +598,6 @@ pub struct RequestView {
     pub deadline_ms: Option<u64>,
     /// Kafka's phases in ms, `null` until known.
     pub phases_ms: PhasesView,
-    /// Real time since it arrived.
-    pub elapsed_ms: f64,
     /// What ended its wait.
     pub cause: CauseView,
     /// Kafka's error name, if it failed.
