@@ -17,7 +17,8 @@
 //! O(log B) with a tiny B. Ties between equal expirations are broken by bucket id, which
 //! makes the order deterministic.
 
-use crate::slab::NIL;
+/// `position` of a bucket that is not queued.
+const NIL: u32 = u32::MAX;
 
 /// An indexed min-heap of `(expiration, bucket id)`.
 #[derive(Debug, Default)]

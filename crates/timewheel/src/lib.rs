@@ -10,33 +10,41 @@
 //!
 //! | module | Kafka | what it is |
 //! |---|---|---|
-//! | `slab` | `TimerTaskEntry`, `TimerTaskList` | slots plus index lists with tombstones: O(1) bucket insert and cancel, no allocation per timer |
+//! | `slab` | `TimerTaskEntry` | the timers' slots: O(1) insert and cancel, generations that never repeat |
+//! | `list` | `TimerTaskList` | a bucket's list of entries, with tombstones |
+//! | [`wheel`] (`level`, `cascade`) | `TimingWheel` | levels and buckets, placement, the cascade, "never early" |
 //! | `bucket_queue` | the `DelayQueue[TimerTaskList]` | which non-empty bucket is due next |
-//! | [`wheel`] | `TimingWheel` | the levels, the cascade, "never early" |
-//! | `clock` | `Time` / `MockTime` | system or manual milliseconds |
-//! | [`timer`] | `SystemTimer` | the shared, locked wheel plus its driver thread |
+//! | `clock` | `Time` / `MockTime` | system (freezable) or manual milliseconds |
+//! | `task` | `TimerTask` | a closure stored in a slot without an allocation |
+//! | [`timer`] | `SystemTimer` | the shared, locked wheel |
+//! | `driver` | `ExpirationReaper` | the thread that advances a system timer |
 //! | [`purgatory`] | `DelayedOperation`, `DelayedOperationPurgatory` | watch keys, complete exactly once, expire |
 //! | [`snapshot`] | (metrics) | read-only pictures for the state API |
 //! | `hash` | | a fast hasher for the purgatory's watcher maps |
 //!
 //! Start with [`Timer`] (schedule closures, cancel them) and [`Purgatory`] (park
-//! operations). The crate's README draws the wheel and reports benchmark results.
+//! operations). The crate's README draws the wheel and states its guarantees;
+//! `BENCHMARKS.md` has the measurements.
 
 #![warn(missing_docs)]
 
 mod bucket_queue;
 mod clock;
+mod driver;
 mod hash;
+mod list;
 pub mod purgatory;
 mod slab;
 pub mod snapshot;
+mod task;
 pub mod timer;
 pub mod wheel;
 
 pub use purgatory::{DelayedOperation, OperationHandle, Purgatory, PurgatoryConfig};
 pub use slab::Key;
 pub use snapshot::{
-    BucketSnapshot, KeySnapshot, LevelSnapshot, PendingSnapshot, PurgatorySnapshot, WheelSnapshot,
+    BucketSnapshot, FlushSnapshot, KeySnapshot, LevelSnapshot, PendingSnapshot, PurgatorySnapshot,
+    WheelPosition, WheelSnapshot,
 };
 pub use timer::{Timer, TimerConfig, TimerHandle, TimerTask};
 pub use wheel::{Expired, TimingWheel, MAX_DEADLINE_MS};

@@ -71,7 +71,7 @@ use parking_lot::Mutex;
 
 use crate::hash::FxBuildHasher;
 use crate::snapshot::{KeySnapshot, PendingSnapshot, PurgatorySnapshot};
-use crate::timer::{Timer, TimerTask};
+use crate::timer::{Timer, TimerHandle, TimerTask};
 
 /// A request that waits in a [`Purgatory`] until its condition is met or it times out.
 ///
@@ -610,7 +610,7 @@ where
         }
 
         core.delayed.fetch_add(1, Ordering::AcqRel);
-        let timeout = core.timer.schedule_task(cell.deadline_ms, cell.clone());
+        let timeout = core.timer.schedule_arc(cell.deadline_ms, cell.clone());
         // Publish the handle, then look at the state (both sequentially consistent, as are
         // the completing side's state change and swap): either a completer that ran
         // meanwhile finds the handle, or we see its completion and cancel here. Whoever
@@ -739,14 +739,30 @@ where
         }
         keys.sort_by(|a, b| a.key.cmp(&b.key));
         let pending_total = pending.len();
+        if pending.len() > max_pending {
+            // Only the first `max_pending` by deadline are shown: no need to sort the rest.
+            pending.select_nth_unstable_by_key(max_pending, |cell| cell.deadline_ms);
+            pending.truncate(max_pending);
+        }
         pending.sort_by_key(|cell| cell.deadline_ms);
-        pending.truncate(max_pending);
+        // Where each shown timeout sits in the wheel, under one timer lock.
+        let handles: Vec<Option<TimerHandle>> = pending
+            .iter()
+            .map(|cell| match cell.timeout.load(Ordering::SeqCst) {
+                NO_TIMEOUT => None,
+                bits => Some(core.timer.handle_from_bits(bits)),
+            })
+            .collect();
+        let scheduled: Vec<TimerHandle> = handles.iter().flatten().copied().collect();
+        let mut positions = core.timer.positions(&scheduled).into_iter();
         let pending = pending
             .iter()
-            .map(|cell| PendingSnapshot {
+            .zip(&handles)
+            .map(|(cell, handle)| PendingSnapshot {
                 keys: cell.keys.iter().map(|k| k.to_string()).collect(),
                 deadline_ms: cell.deadline_ms,
                 description: cell.op.describe(),
+                bucket: handle.and_then(|_| positions.next().flatten()),
             })
             .collect();
         PurgatorySnapshot {

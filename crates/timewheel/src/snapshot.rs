@@ -26,6 +26,11 @@ pub struct WheelSnapshot {
     pub levels: Vec<LevelSnapshot>,
     /// Every non-empty bucket, ordered by expiration (the order the driver flushes them).
     pub buckets: Vec<BucketSnapshot>,
+    /// The most recent bucket flushes (at most 64), oldest first: the cascade as it
+    /// happens.
+    pub flushes: Vec<FlushSnapshot>,
+    /// Bucket flushes since the wheel was created (the `number` the next one will get).
+    pub flushes_total: u64,
 }
 
 /// One level of the hierarchical wheel.
@@ -41,6 +46,47 @@ pub struct LevelSnapshot {
     pub interval_ms: u64,
     /// This level's current time: the wheel's time rounded down to a multiple of `tick_ms`.
     pub current_time_ms: u64,
+    /// Entries that this level's bucket flushes moved down to a finer level, since the
+    /// wheel was created. Always 0 on level 0.
+    pub cascaded: u64,
+    /// Entries that this level's bucket flushes found due and fired, since the wheel was
+    /// created (timers scheduled already due fire without being in any bucket and are not
+    /// counted here).
+    pub fired: u64,
+}
+
+/// One bucket flush: a bucket's expiration came, and its entries moved down a level or
+/// fired. With incremental cascades (see [`TimingWheel`](crate::TimingWheel)) the entries
+/// of a coarse bucket move in chunks after the flush; they are added to its record while
+/// it is among the recent ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FlushSnapshot {
+    /// Flushes are numbered from 0 since the wheel was created.
+    pub number: u64,
+    /// The bucket's level.
+    pub level: usize,
+    /// The bucket's index within its level.
+    pub slot: usize,
+    /// The bucket's expiration.
+    pub expiration_ms: u64,
+    /// Entries moved to a finer level so far.
+    pub moved_down: u64,
+    /// Entries fired (they were due).
+    pub fired: u64,
+    /// The wheel's time when the bucket was flushed (its expiration, unless the wheel was
+    /// advanced past it in one step).
+    pub at_ms: u64,
+}
+
+/// Where a pending timer sits in the wheel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WheelPosition {
+    /// The bucket's level (0 for the finest).
+    pub level: usize,
+    /// The bucket's index within its level, `0..wheel_size`.
+    pub slot: usize,
+    /// When the bucket is flushed (its entries then fire or move to a finer level).
+    pub expiration_ms: u64,
 }
 
 /// One non-empty bucket.
@@ -96,4 +142,7 @@ pub struct PendingSnapshot {
     pub deadline_ms: u64,
     /// What it waits for, from [`DelayedOperation::describe`](crate::DelayedOperation::describe).
     pub description: String,
+    /// The wheel bucket its timeout sits in; `None` if the timeout is already due (or has
+    /// just fired or been cancelled) and so is in no bucket.
+    pub bucket: Option<WheelPosition>,
 }

@@ -4,12 +4,11 @@
 //! fetch, join, ...) all put their timeouts in. It wraps a [`TimingWheel`] in a mutex and
 //! drives it in one of two ways, with the same code underneath:
 //!
-//! * [`Timer::system`]: a monotonic clock and a background *driver* thread. The driver
-//!   sleeps until the earliest non-empty bucket is due (the bucket queue's head), wakes,
-//!   advances the wheel to the current time and runs what fired. With nothing pending it
-//!   sleeps without a deadline: there is no periodic tick and no idle wake-up. Kafka's
-//!   reaper, by contrast, polls its queue with a 200 ms timeout forever. A newly scheduled
-//!   timer that is due before the driver's planned wake-up wakes it early.
+//! * [`Timer::system`]: a monotonic clock and a background *driver* thread (`driver.rs`)
+//!   that sleeps until the earliest non-empty bucket is due. With nothing pending it
+//!   sleeps without a deadline: no periodic tick, no idle wake-up (Kafka's reaper polls
+//!   every 200 ms forever). A system timer can be [frozen](Timer::freeze), stepped with
+//!   [`advance_by`](Timer::advance_by) and [resumed](Timer::resume).
 //! * [`Timer::manual`]: time starts at 0 and moves only through
 //!   [`advance_to`](Timer::advance_to) / [`advance_by`](Timer::advance_by), which run the
 //!   due tasks on the calling thread. Tests are deterministic and take no real time.
@@ -19,25 +18,26 @@
 //! Fired tasks are collected under the wheel's lock and run only after it is released, so
 //! a task may freely schedule or cancel timers (on this or any timer), and may take its own
 //! locks without risking a lock-order inversion with the timer. On a system timer the tasks
-//! run one after another on the driver thread, so they should be short (hand heavy work to
-//! another thread or task); a task that panics is caught and the driver carries on.
+//! run one after another on the driver thread, so they should be short; a task that panics
+//! is caught and the driver carries on.
 //!
 //! # Costs
 //!
-//! `schedule`: one allocation for a closure task (none for [`Timer::schedule_task`], which
-//! takes an existing `Arc`), one uncontended lock, an O(1) wheel insert, and at most one
-//! wake-up of the driver. `cancel`: one lock and an O(1) wheel removal.
+//! `schedule`: one uncontended lock, an O(1) wheel insert, at most one wake-up of the
+//! driver, and no allocation for a closure of up to 8 bytes (`task.rs`); `schedule_arc`
+//! takes an existing `Arc` and allocates nothing. `cancel`: one lock and an O(1) removal.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock::Clock;
+use crate::driver;
 use crate::slab::Key;
-use crate::snapshot::WheelSnapshot;
-use crate::wheel::{Expired, TimingWheel};
+use crate::snapshot::{WheelPosition, WheelSnapshot};
+use crate::task::Task;
+use crate::wheel::TimingWheel;
 
 /// Shape of the wheel underneath a [`Timer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +59,7 @@ impl Default for TimerConfig {
 
 /// Something a [`Timer`] can run when it fires.
 ///
-/// Closures passed to [`Timer::schedule`] are wrapped in one of these. Implement it
-/// directly to schedule an object that is already behind an `Arc` without any further
+/// Implement it to schedule an object that is already behind an `Arc` without any further
 /// allocation; that is how a [`Purgatory`](crate::Purgatory) puts its operations' timeouts
 /// in the wheel.
 pub trait TimerTask: Send + Sync + 'static {
@@ -69,70 +68,41 @@ pub trait TimerTask: Send + Sync + 'static {
     fn run(self: Arc<Self>);
 }
 
-/// A closure task. The closure is `Send` but not necessarily `Sync`, so it sits in a
-/// mutex that is locked only to take it out, never while it runs.
-struct ClosureTask<F>(Mutex<Option<F>>);
-
-impl<F: FnOnce() + Send + 'static> TimerTask for ClosureTask<F> {
-    fn run(self: Arc<Self>) {
-        let f = self.0.lock().take();
-        if let Some(f) = f {
-            f();
-        }
-    }
-}
-
 /// Identifies one scheduled timer, for [`Timer::cancel`].
 ///
-/// Handles are stamped with the timer's insertion number: once the timer has fired or been cancelled (and its slot
-/// perhaps reused by another timer) the handle is stale and cancelling it returns `false`.
-/// A handle from one timer is refused by another.
+/// Once the timer has fired or been cancelled the handle is stale and cancelling it returns
+/// `false`, however many timers have been scheduled since. A handle from one timer is
+/// refused by every other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerHandle {
-    timer: u32,
     key: Key,
 }
 
 impl TimerHandle {
     /// The handle packed in 64 bits, without the timer id (for an `AtomicU64` slot).
     pub(crate) fn key_bits(self) -> u64 {
-        ((self.key.index as u64) << 32) | self.key.stamp as u64
-    }
-
-    /// A handle that names no timer (what scheduling on a shut-down timer returns).
-    fn dead(timer: u32) -> TimerHandle {
-        TimerHandle {
-            timer,
-            key: Key {
-                index: u32::MAX,
-                stamp: 0,
-            },
-        }
+        ((self.key.index as u64) << 32) | self.key.generation as u64
     }
 }
 
-/// Source of timer ids, so that handles can tell their timer apart from others.
-static NEXT_TIMER_ID: AtomicU32 = AtomicU32::new(0);
-
-/// `State::sleeping_until` while the driver is awake (or there is no driver).
-const AWAKE: u64 = 0;
-
 /// Everything behind the wheel lock.
-struct State {
-    wheel: TimingWheel<Arc<dyn TimerTask>>,
-    /// When the driver plans to wake: [`AWAKE`] while it runs, `u64::MAX` while it sleeps
-    /// with nothing pending. A schedule earlier than this wakes it.
-    sleeping_until: u64,
-    shut_down: bool,
+pub(crate) struct State {
+    pub(crate) wheel: TimingWheel<Task>,
+    /// When the driver plans to wake: [`driver::AWAKE`] while it runs (or is frozen),
+    /// `u64::MAX` while it sleeps with nothing pending. A schedule earlier than this wakes
+    /// it.
+    pub(crate) sleeping_until: u64,
+    pub(crate) shut_down: bool,
 }
 
 /// What the driver thread shares with the handles.
-struct Shared {
+pub(crate) struct Shared {
+    /// The wheel's id (a handle's `key.wheel`), readable without the lock.
     id: u32,
     config: TimerConfig,
-    clock: Clock,
-    state: Mutex<State>,
-    wakeup: Condvar,
+    pub(crate) clock: Clock,
+    pub(crate) state: Mutex<State>,
+    pub(crate) wakeup: Condvar,
 }
 
 /// Owned by the `Timer` handles (not by the driver): dropping the last handle stops the
@@ -145,7 +115,7 @@ struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        shutdown(&self.shared, &self.driver, self.driver_thread);
+        driver::shutdown(&self.shared, &self.driver, self.driver_thread);
     }
 }
 
@@ -186,7 +156,7 @@ impl Timer {
         let driver_shared = shared.clone();
         let driver = std::thread::Builder::new()
             .name("timewheel-driver".into())
-            .spawn(move || drive(&driver_shared))
+            .spawn(move || driver::drive(&driver_shared))
             .expect("spawn the timer driver thread");
         let driver_thread = Some(driver.thread().id());
         Timer {
@@ -218,9 +188,51 @@ impl Timer {
         &self.owner.shared
     }
 
-    /// True if this timer runs on a manual clock.
+    /// True while time moves only through [`advance_to`](Timer::advance_to) /
+    /// [`advance_by`](Timer::advance_by): always for a timer created with
+    /// [`Timer::manual`], and for a system timer while it is [frozen](Timer::freeze).
+    /// So `is_manual()` answers "does `advance_by` step this timer now?".
     pub fn is_manual(&self) -> bool {
-        self.shared().clock.is_manual()
+        self.shared().clock.is_held()
+    }
+
+    /// True for a system timer that is [frozen](Timer::freeze) (never for a manual one).
+    pub fn is_frozen(&self) -> bool {
+        self.shared().clock.is_frozen()
+    }
+
+    /// True for a timer created with [`Timer::system`], frozen or not.
+    pub fn is_system(&self) -> bool {
+        !self.shared().clock.is_manual()
+    }
+
+    /// Freeze a system timer: its clock stops (`now_ms()` stays put), no timeout fires,
+    /// and the driver sleeps without a deadline (no busy-waiting). While frozen,
+    /// [`advance_to`](Timer::advance_to) / [`advance_by`](Timer::advance_by) step it
+    /// exactly like a manual clock, running what falls due on the calling thread; new
+    /// timers are scheduled relative to the frozen time. Returns `true` if this call froze
+    /// it; `false` (no change) for a manual timer or one already frozen.
+    pub fn freeze(&self) -> bool {
+        let shared = self.shared();
+        let _state = shared.state.lock();
+        shared.clock.freeze()
+    }
+
+    /// Let a frozen system timer run again, at real rate from the time it was left at
+    /// (frozen, then perhaps stepped): the clock does not jump over the time spent frozen.
+    /// What fell due during the steps has run; what falls due from now on runs on the
+    /// driver as usual, never early, never twice. Returns `true` if this call resumed it;
+    /// `false` (no change) for a manual timer or one not frozen.
+    pub fn resume(&self) -> bool {
+        let shared = self.shared();
+        let resumed = {
+            let _state = shared.state.lock();
+            shared.clock.resume()
+        };
+        if resumed {
+            shared.wakeup.notify_all();
+        }
+        resumed
     }
 
     /// The configuration the timer was built with.
@@ -244,12 +256,10 @@ impl Timer {
     ///
     /// A delay of zero or less is due now: on a manual clock the task runs on the next
     /// advance (even `advance_by(0)`), on a system clock promptly on the driver thread. The
-    /// task never runs inside this call.
+    /// task never runs inside this call. A closure of up to 8 bytes (one pointer, or an id)
+    /// is stored without an allocation.
     pub fn schedule(&self, delay_ms: i64, task: impl FnOnce() + Send + 'static) -> TimerHandle {
-        self.schedule_task(
-            self.deadline_after(delay_ms),
-            Arc::new(ClosureTask(Mutex::new(Some(task)))),
-        )
+        self.insert(self.deadline_after(delay_ms), Task::new(task))
     }
 
     /// Run `task` once the clock reads `deadline_ms` (a deadline in the past is due now).
@@ -258,83 +268,106 @@ impl Timer {
         deadline_ms: u64,
         task: impl FnOnce() + Send + 'static,
     ) -> TimerHandle {
-        self.schedule_task(deadline_ms, Arc::new(ClosureTask(Mutex::new(Some(task)))))
+        self.insert(deadline_ms, Task::new(task))
     }
 
-    /// Run an `Arc`-shared [`TimerTask`] once the clock reads `deadline_ms`. No allocation
-    /// beyond the wheel's slab.
+    /// Run an `Arc`-shared [`TimerTask`] once the clock reads `deadline_ms` (one small
+    /// allocation for the two-pointer `Arc`; [`schedule_arc`](Timer::schedule_arc) has
+    /// none).
     ///
     /// On a timer that has been shut down the task is dropped without running and the
     /// returned handle is already stale.
     pub fn schedule_task(&self, deadline_ms: u64, task: Arc<dyn TimerTask>) -> TimerHandle {
+        self.insert(deadline_ms, Task::shared(task))
+    }
+
+    /// Run an `Arc`-shared [`TimerTask`] of a concrete type once the clock reads
+    /// `deadline_ms`. The `Arc` is stored in the timer's slot: no allocation at all (an
+    /// `Arc<dyn TimerTask>` given to [`schedule_task`](Timer::schedule_task) is two
+    /// pointers, one too many for the slot, and is boxed).
+    pub fn schedule_arc<T: TimerTask>(&self, deadline_ms: u64, task: Arc<T>) -> TimerHandle {
+        self.insert(deadline_ms, Task::arc(task))
+    }
+
+    fn insert(&self, deadline_ms: u64, task: Task) -> TimerHandle {
         let shared = self.shared();
         let mut state = shared.state.lock();
         if state.shut_down {
             drop(state);
             drop(task);
-            return TimerHandle::dead(shared.id);
+            return self.handle_from_bits(u64::MAX);
         }
-        let key = state.wheel.insert(deadline_ms, task);
+        let (key, wake) = state.wheel.insert_and_wake(deadline_ms, task);
         // Wake the driver if this timer needs it earlier than it planned to wake. Clearing
         // `sleeping_until` means later schedules do not wake it again before it has looked.
-        if let Some(wake) = state.wheel.wake_time(key) {
-            if wake < state.sleeping_until {
-                state.sleeping_until = AWAKE;
-                shared.wakeup.notify_one();
-            }
+        if wake < state.sleeping_until {
+            state.sleeping_until = driver::AWAKE;
+            shared.wakeup.notify_one();
         }
-        TimerHandle {
-            timer: shared.id,
-            key,
-        }
+        TimerHandle { key }
     }
 
     /// Cancel a pending timer. Returns `true` iff it was pending and now will never run;
-    /// `false` for a stale handle (already fired, already cancelled, slot reused, or a
-    /// handle of another timer). The task is dropped after the lock is released.
+    /// `false` for a stale handle (already fired, already cancelled, or a handle of another
+    /// timer). The task is dropped after the lock is released.
     pub fn cancel(&self, handle: TimerHandle) -> bool {
-        let shared = self.shared();
-        if handle.timer != shared.id {
-            return false;
-        }
-        let removed = shared.state.lock().wheel.remove(handle.key);
+        let removed = self.shared().state.lock().wheel.remove(handle.key);
         removed.is_some()
     }
 
     /// The handle of this timer whose [`key_bits`](TimerHandle::key_bits) are `bits`.
     pub(crate) fn handle_from_bits(&self, bits: u64) -> TimerHandle {
         TimerHandle {
-            timer: self.shared().id,
             key: Key {
+                wheel: self.shared().id,
                 index: (bits >> 32) as u32,
-                stamp: bits as u32,
+                generation: bits as u32,
             },
         }
     }
 
     /// True if the timer behind `handle` is still pending.
     pub fn is_pending(&self, handle: TimerHandle) -> bool {
-        handle.timer == self.shared().id && self.shared().state.lock().wheel.contains(handle.key)
+        self.shared().state.lock().wheel.contains(handle.key)
     }
 
-    /// Manual clock: move time forward to `t_ms`, running every task due at or before it, in
-    /// due-time order (ties in scheduling order), and return how many ran.
+    /// Where the timer behind `handle` sits in the wheel (level, slot, bucket expiration);
+    /// `None` if it is stale or already due (in no bucket).
+    pub fn position(&self, handle: TimerHandle) -> Option<WheelPosition> {
+        self.shared().state.lock().wheel.position(handle.key)
+    }
+
+    /// [`position`](Timer::position) of many handles under one lock.
+    pub fn positions(&self, handles: &[TimerHandle]) -> Vec<Option<WheelPosition>> {
+        let state = self.shared().state.lock();
+        handles
+            .iter()
+            .map(|h| state.wheel.position(h.key))
+            .collect()
+    }
+
+    /// Make room for `additional` more pending timers without reallocating.
+    pub fn reserve(&self, additional: usize) {
+        self.shared().state.lock().wheel.reserve(additional);
+    }
+
+    /// Held clock (manual, or a frozen system timer): move time forward to `t_ms`, running
+    /// every task due at or before it, in due-time order (ties in scheduling order), and
+    /// return how many ran.
     ///
     /// Time moves bucket by bucket: while a batch of tasks runs, [`now_ms`](Timer::now_ms)
     /// reads their due time, so a task that schedules another timer due before `t_ms` sees
     /// it run within this same call, in order. Tasks run on the calling thread, outside the
     /// timer's lock; a panicking task propagates to the caller (tasks of the same batch
-    /// that had not run yet are dropped). Concurrent advances of one manual timer are
-    /// allowed but may interleave their batches.
+    /// that had not run yet are dropped). Concurrent advances of one timer are allowed but
+    /// may interleave their batches. If a frozen timer is resumed meanwhile, the advance
+    /// stops there (the driver takes over).
     ///
     /// With `tick_ms > 1` a task is due once its deadline rounded up to the tick has come.
     ///
-    /// System clock: a no-op returning 0 (the driver thread does the advancing).
+    /// Running system clock: a no-op returning 0 (the driver thread does the advancing).
     pub fn advance_to(&self, t_ms: u64) -> usize {
         let shared = self.shared();
-        if !shared.clock.is_manual() {
-            return 0;
-        }
         let mut ran = 0;
         let mut batch = Vec::new();
         loop {
@@ -344,7 +377,9 @@ impl Timer {
                     Some(next) if next <= t_ms => next.max(shared.clock.now_ms()),
                     _ => t_ms,
                 };
-                shared.clock.set_manual(step);
+                if !shared.clock.hold_at(step) {
+                    return ran; // the clock runs: the driver advances it
+                }
                 let now = shared.clock.now_ms();
                 state.wheel.advance_to(now, &mut batch);
                 if batch.is_empty() && step == t_ms {
@@ -352,12 +387,12 @@ impl Timer {
                 }
             }
             ran += batch.len();
-            run_batch(&mut batch, false);
+            driver::run_batch(&mut batch, false);
         }
     }
 
-    /// Manual clock: [`advance_to`](Timer::advance_to)`(now_ms() + ms)`. System clock: a
-    /// no-op returning 0.
+    /// Held clock: [`advance_to`](Timer::advance_to)`(now_ms() + ms)`. Running system
+    /// clock: a no-op returning 0.
     pub fn advance_by(&self, ms: u64) -> usize {
         if !self.is_manual() {
             return 0;
@@ -370,7 +405,8 @@ impl Timer {
         self.shared().state.lock().wheel.len()
     }
 
-    /// A read-only picture of the wheel: clock, levels, non-empty buckets.
+    /// A read-only picture of the wheel: clock, levels (with their cascade counters),
+    /// non-empty buckets and recent flushes. Never walks the timers.
     pub fn snapshot(&self) -> WheelSnapshot {
         let shared = self.shared();
         let mut state = shared.state.lock();
@@ -385,7 +421,7 @@ impl Timer {
     /// drop their task at once and return a stale handle. `pending()` is 0 afterwards.
     /// Idempotent; also done when the last clone of the timer is dropped.
     pub fn shutdown(&self) {
-        shutdown(
+        driver::shutdown(
             &self.owner.shared,
             &self.owner.driver,
             self.owner.driver_thread,
@@ -397,6 +433,7 @@ impl std::fmt::Debug for Timer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Timer")
             .field("manual", &self.is_manual())
+            .field("frozen", &self.is_frozen())
             .field("now_ms", &self.now_ms())
             .field("pending", &self.pending())
             .finish()
@@ -405,85 +442,17 @@ impl std::fmt::Debug for Timer {
 
 impl Shared {
     fn new(config: TimerConfig, clock: Clock) -> Shared {
-        let start = clock.now_ms();
+        let wheel = TimingWheel::new(config.tick_ms, config.wheel_size, clock.now_ms());
         Shared {
-            id: NEXT_TIMER_ID.fetch_add(1, Ordering::Relaxed),
+            id: wheel.id(),
             config,
             clock,
             state: Mutex::new(State {
-                wheel: TimingWheel::new(config.tick_ms, config.wheel_size, start),
-                sleeping_until: AWAKE,
+                wheel,
+                sleeping_until: driver::AWAKE,
                 shut_down: false,
             }),
             wakeup: Condvar::new(),
-        }
-    }
-}
-
-/// Run a batch of fired tasks (outside every lock), emptying it.
-fn run_batch(batch: &mut Vec<Expired<Arc<dyn TimerTask>>>, catch_panics: bool) {
-    for expired in batch.drain(..) {
-        let task = expired.value;
-        if catch_panics {
-            // The panic message has already been printed by the panic hook; keep the
-            // driver alive for everyone else's timers.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()));
-        } else {
-            task.run();
-        }
-    }
-}
-
-/// The driver thread of a system timer.
-fn drive(shared: &Shared) {
-    let mut batch = Vec::new();
-    let mut state = shared.state.lock();
-    loop {
-        if state.shut_down {
-            return;
-        }
-        state.sleeping_until = AWAKE;
-        state.wheel.advance_to(shared.clock.now_ms(), &mut batch);
-        if !batch.is_empty() {
-            drop(state);
-            run_batch(&mut batch, true);
-            state = shared.state.lock();
-            continue;
-        }
-        match state.wheel.next_expiration() {
-            Some(next) => {
-                state.sleeping_until = next;
-                match shared.clock.instant_of(next) {
-                    Some(at) => {
-                        shared.wakeup.wait_until(&mut state, at);
-                    }
-                    None => shared.wakeup.wait(&mut state),
-                }
-            }
-            None => {
-                state.sleeping_until = u64::MAX;
-                shared.wakeup.wait(&mut state);
-            }
-        }
-    }
-}
-
-fn shutdown(
-    shared: &Shared,
-    driver: &Mutex<Option<JoinHandle<()>>>,
-    driver_thread: Option<ThreadId>,
-) {
-    let abandoned = {
-        let mut state = shared.state.lock();
-        state.shut_down = true;
-        state.wheel.drain()
-    };
-    shared.wakeup.notify_all();
-    // Dropping the tasks may run arbitrary destructors: do it outside the lock.
-    drop(abandoned);
-    if driver_thread != Some(std::thread::current().id()) {
-        if let Some(handle) = driver.lock().take() {
-            let _ = handle.join();
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use timewheel::{DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
 
@@ -58,7 +58,8 @@ fn twenty_threads_complete_a_hundred_operations_exactly_once() {
                 // Keep checking until every operation is done; each round tries every
                 // pending operation once, so this ends after about 18 rounds in all.
                 let mut round = 0u32;
-                while p.completed() < 100 {
+                let give_up = Instant::now() + HANG_GUARD;
+                while p.completed() < 100 && Instant::now() < give_up {
                     let n = p.check_and_complete(&((t as u32 + round) % 10));
                     by_calls.fetch_add(n, Ordering::SeqCst);
                     round += 1;

@@ -414,11 +414,43 @@ fn snapshot_lists_keys_and_the_first_pending_operations() {
     assert_eq!(snap.pending[0].deadline_ms, 1_000);
     assert_eq!(snap.pending[0].description, "early waits for ready");
     assert_eq!(snap.pending[1].deadline_ms, 2_000);
+    // Which wheel bucket holds each timeout: 1 000 ms and 2 000 ms are on level 2
+    // (400 ms buckets) at time 0.
+    let at = |i: usize| {
+        snap.pending[i]
+            .bucket
+            .map(|b| (b.level, b.slot, b.expiration_ms))
+    };
+    assert_eq!((at(0), at(1)), (Some((2, 2, 800)), Some((2, 5, 2_000))));
 
     let json = serde_json::to_value(&snap).unwrap();
+    assert_eq!(json["pending"][0]["bucket"]["level"], 2);
     assert_eq!(json["keys"][1]["key"], "p1");
     assert_eq!(json["keys"][1]["watchers"], 2);
     assert_eq!(json["pending"][0]["description"], "early waits for ready");
+}
+
+#[test]
+fn snapshot_positions_follow_the_timeout_down_the_wheel() {
+    let timer = manual();
+    let p = purgatory(&timer);
+    p.try_complete_else_watch(MockOp::new("op"), 450, vec!["k"]);
+    let at = |p: &Purgatory<&'static str, MockOp>| {
+        p.snapshot(10).pending[0]
+            .bucket
+            .map(|b| (b.level, b.slot, b.expiration_ms))
+    };
+    assert_eq!(at(&p), Some((2, 1, 400)));
+    timer.advance_to(400);
+    timer.advance_to(401);
+    assert_eq!(at(&p), Some((1, 2, 440)));
+    timer.advance_to(440);
+    assert_eq!(at(&p), Some((0, 10, 450)));
+    // A zero timeout is due at once: in no bucket.
+    p.try_complete_else_watch(MockOp::new("now"), 0, vec!["k"]);
+    let snap = p.snapshot(10);
+    assert_eq!(snap.pending[0].deadline_ms, 440);
+    assert_eq!(snap.pending[0].bucket, None);
 }
 
 /// Callbacks run outside the purgatory's locks, so they may call back into it.

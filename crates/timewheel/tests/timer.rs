@@ -306,9 +306,27 @@ fn system_timer_fires_each_timer_once_and_never_early() {
         );
     }
     assert_eq!(timer.pending(), 0);
-    // Cancelled timers never fire on the system clock either.
-    let h = timer.schedule(60_000, || panic!("cancelled timer ran"));
-    assert!(timer.cancel(h));
+    // Cancelled timers never fire on the system clock either: cancel one due in 20 ms,
+    // then wait for a timer due after it. Had the cancelled one run, it would have run
+    // first, so its flag is checked once the later one has fired.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let cancelled = timer.schedule(20, move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    // True unless this thread stalled for 20 ms; then the timer ran, as it should have.
+    let was_cancelled = timer.cancel(cancelled);
+    let (later_tx, later_rx) = mpsc::channel();
+    timer.schedule(25, move || later_tx.send(()).unwrap());
+    later_rx
+        .recv_timeout(HANG_GUARD)
+        .expect("the later timer fired");
+    let expected = usize::from(!was_cancelled);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        expected,
+        "a cancelled timer ran"
+    );
     timer.shutdown();
 }
 
@@ -341,13 +359,26 @@ async fn system_timer_serves_many_tokio_tasks_at_once() {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let delay = ((i + round) % 7) as i64;
                 let start = Instant::now();
-                let cancelled = timer.schedule(50_000, || panic!("cancelled timer ran"));
-                timer.schedule(delay, move || {
+                // Due 1 ms before the one `rx` waits for: had it run, it would have run
+                // before `rx` completes.
+                let ran = Arc::new(AtomicUsize::new(0));
+                let r = ran.clone();
+                let cancelled = timer.schedule(delay + 10, move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                });
+                timer.schedule(delay + 11, move || {
                     let _ = tx.send(());
                 });
-                assert!(timer.cancel(cancelled));
+                // True unless this task stalled for 10 ms (then the timer ran, rightly).
+                let was_cancelled = timer.cancel(cancelled);
                 rx.await.expect("timer fired");
-                assert!(start.elapsed() >= Duration::from_millis(delay as u64));
+                let expected = usize::from(!was_cancelled);
+                assert_eq!(
+                    ran.load(Ordering::SeqCst),
+                    expected,
+                    "a cancelled timer ran"
+                );
+                assert!(start.elapsed() >= Duration::from_millis(delay as u64 + 11));
                 fired += 1;
             }
             fired
@@ -359,4 +390,113 @@ async fn system_timer_serves_many_tokio_tasks_at_once() {
     }
     assert_eq!(total, 64 * 8);
     assert_eq!(timer.pending(), 0);
+}
+
+#[test]
+fn a_frozen_system_timer_stops_steps_like_a_manual_one_and_resumes_without_a_jump() {
+    let timer = Timer::system(TimerConfig::default());
+    assert!(timer.is_system() && !timer.is_frozen() && !timer.is_manual());
+    assert_eq!(
+        timer.advance_by(1_000),
+        0,
+        "a running system timer is not stepped"
+    );
+    let log: Log = Default::default();
+    assert!(timer.freeze());
+    assert!(!timer.freeze(), "already frozen");
+    assert!(timer.is_frozen() && timer.is_manual());
+    let frozen = timer.now_ms();
+    let (_, first) = schedule_logged(&timer, &log, 0, 30);
+    let (_, second) = schedule_logged(&timer, &log, 1, 60);
+    assert_eq!(
+        (first, second),
+        (frozen + 30, frozen + 60),
+        "relative to the frozen time"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(timer.now_ms(), frozen, "time stands still");
+    assert!(log.lock().unwrap().is_empty(), "nothing fires while frozen");
+
+    // Steps fire what falls due, on this thread, at its due time.
+    assert_eq!(timer.advance_by(29), 0);
+    assert_eq!(timer.advance_by(1), 1);
+    assert_eq!(*log.lock().unwrap(), vec![(0, first, first)]);
+    assert_eq!(timer.now_ms(), frozen + 30);
+
+    // Resume: time goes on from frozen + 30, not from the real time elapsed meanwhile.
+    assert!(timer.resume());
+    assert!(!timer.resume(), "not frozen any more");
+    assert!(!timer.is_frozen() && !timer.is_manual());
+    let resumed = timer.now_ms();
+    assert!(
+        resumed >= frozen + 30 && resumed < frozen + 30 + 50,
+        "no jump: {resumed} after freezing at {frozen} and stepping 30 ms"
+    );
+    // The second timer fires on the driver, once, never early.
+    let give_up = Instant::now() + HANG_GUARD;
+    while log.lock().unwrap().len() < 2 && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let fired = log.lock().unwrap().clone();
+    assert_eq!(fired.len(), 2, "each timer once: {fired:?}");
+    assert_eq!((fired[1].0, fired[1].1), (1, second));
+    assert!(fired[1].2 >= second, "never early: {fired:?}");
+    assert_eq!(timer.pending(), 0);
+
+    // Freeze again, step past a timer, resume: it does not fire a second time.
+    assert!(timer.freeze());
+    schedule_logged(&timer, &log, 2, 5);
+    assert_eq!(timer.advance_by(5), 1);
+    assert!(timer.resume());
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(log.lock().unwrap().len(), 3);
+    timer.shutdown();
+}
+
+#[test]
+fn a_manual_timer_stays_manual() {
+    let timer = Timer::manual(TimerConfig::default());
+    assert!(timer.is_manual() && !timer.is_frozen() && !timer.is_system());
+    assert!(!timer.freeze());
+    assert!(!timer.resume());
+    assert!(timer.is_manual());
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    timer.schedule(10, move || {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(timer.advance_by(10), 1);
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn the_wheel_snapshot_shows_positions_and_the_cascade() {
+    let timer = Timer::manual(TimerConfig::default());
+    let h = timer.schedule(450, || {});
+    assert_eq!(
+        timer
+            .position(h)
+            .map(|p| (p.level, p.slot, p.expiration_ms)),
+        Some((2, 1, 400))
+    );
+    timer.advance_to(400);
+    timer.advance_to(401); // the cascade of [400, 800) moves on while nothing is due
+    assert_eq!(timer.position(h).map(|p| p.level), Some(1));
+    timer.advance_to(450);
+    assert_eq!(timer.position(h), None, "fired");
+    let snap = timer.snapshot();
+    let moved: Vec<(u64, u64)> = snap.levels.iter().map(|l| (l.cascaded, l.fired)).collect();
+    assert_eq!(moved, vec![(0, 1), (1, 0), (1, 0)]);
+    let flushed: Vec<(usize, u64, u64, u64)> = snap
+        .flushes
+        .iter()
+        .map(|f| (f.level, f.expiration_ms, f.moved_down, f.fired))
+        .collect();
+    assert_eq!(
+        flushed,
+        vec![(2, 400, 1, 0), (1, 440, 1, 0), (0, 450, 0, 1)]
+    );
+    let json = serde_json::to_value(&snap).unwrap();
+    assert_eq!(json["flushes"][0]["level"], 2);
+    assert_eq!(json["levels"][2]["cascaded"], 1);
 }

@@ -375,6 +375,29 @@ fn describe_configs_filters_by_the_keys_asked_for() {
 }
 
 #[test]
+fn describe_configs_withholds_the_admin_token() {
+    let rm = ReplicaManager::new(BrokerConfig {
+        clock: ClockMode::Manual,
+        admin_token: Some("s3cret".into()),
+        ..BrokerConfig::default()
+    });
+    let describe =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("admin.token")]))]);
+    let ResponseKind::DescribeConfigs(described) =
+        ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+    else {
+        panic!("not a DescribeConfigs response");
+    };
+    let token = &described.results[0].configs[0];
+    assert_eq!(token.name.as_str(), "admin.token");
+    assert!(token.is_sensitive);
+    assert_eq!(token.value, None);
+}
+
+#[test]
 fn list_offsets_refuses_a_partition_asked_for_twice() {
     // Kafka answers INVALID_REQUEST for every entry of a partition named more than once,
     // rather than two offsets a client cannot tell apart.

@@ -357,6 +357,35 @@ mod tests {
     }
 
     #[test]
+    fn the_broker_is_described_under_kafka_names_and_its_token_is_withheld() {
+        let broker = BrokerConfig {
+            admin_token: Some("s3cret".into()),
+            ..BrokerConfig::default()
+        };
+        let entries = describe_broker(&broker);
+        let find = |name: &str| entries.iter().find(|e| e.name == name).unwrap();
+        let min_isr = find(MIN_INSYNC_REPLICAS);
+        assert_eq!(
+            (min_isr.value.as_str(), min_isr.config_type),
+            ("2", ConfigType::Int)
+        );
+        assert_eq!(
+            find("auto.create.topics.enable").config_type,
+            ConfigType::Boolean
+        );
+        assert_eq!(find("listeners").value, "127.0.0.1:9092");
+        assert_eq!(find("admin.token").config_type, ConfigType::Password);
+        assert!(entries
+            .iter()
+            .all(|e| e.source == ConfigSource::StaticBroker && e.read_only));
+        // The handler withholds PASSWORD values; make sure nothing else would leak it.
+        assert!(entries
+            .iter()
+            .filter(|e| e.name != "admin.token")
+            .all(|e| !e.value.contains("s3cret")));
+    }
+
+    #[test]
     fn values_set_by_the_creator_are_checked_and_marked_as_topic_configs() {
         let broker = BrokerConfig::default();
         let config = TopicConfig::resolve(

@@ -1,7 +1,7 @@
 //! `timer-bench`: the timewheel crate's benchmark binary.
 //!
 //! ```text
-//! cargo run --release -p timewheel --bin timer-bench -- WORKLOAD [flags]
+//! cargo run --release -p timer-bench -- WORKLOAD [flags]
 //!
 //!   add-cancel --n N                        add N timers (delays uniform in [1, 60000) ms),
 //!                                           then cancel them in shuffled order

@@ -41,7 +41,7 @@ impl<T> HeapTimer<T> {
         HeapTimer {
             heap: BinaryHeap::with_capacity(capacity),
             slots: Vec::with_capacity(capacity),
-            free: Vec::new(),
+            free: Vec::with_capacity(capacity),
             tombstones: 0,
         }
     }

@@ -2,8 +2,8 @@
 //!
 //! * `timewheel`: this crate's [`TimingWheel`], the data structure itself (what the
 //!   timer-vs-timer comparison is about);
-//! * `timewheel-timer`: the full shared [`Timer`] (mutex, boxed closure task, driver
-//!   wake-up check), to show what the thread-safe wrapper adds;
+//! * `timewheel-timer`: the full shared [`Timer`] (mutex, closure task, driver wake-up
+//!   check), to show what the thread-safe wrapper adds;
 //! * `binary-heap`: [`HeapTimer`], a `BinaryHeap` with tombstones;
 //! * `delay-queue`: `tokio_util::time::DelayQueue` (itself a slab-backed hierarchical
 //!   wheel with 64 slots per level), used from inside a tokio runtime context.
@@ -61,8 +61,10 @@ impl TimerImpl for SharedTimer {
     const NAME: &'static str = "timewheel-timer";
     type Handle = TimerHandle;
 
-    fn with_capacity(_capacity: usize) -> Self {
-        SharedTimer(Timer::manual(TimerConfig::default()))
+    fn with_capacity(capacity: usize) -> Self {
+        let timer = Timer::manual(TimerConfig::default());
+        timer.reserve(capacity);
+        SharedTimer(timer)
     }
 
     #[inline]
@@ -122,8 +124,8 @@ impl TimerImpl for TokioDelayQueue {
 
     #[inline]
     fn cancel(&mut self, handle: delay_queue::Key) -> bool {
-        self.queue.remove(&handle);
-        true
+        // `remove` panics on a stale key instead of answering; `try_remove` answers.
+        self.queue.try_remove(&handle).is_some()
     }
 }
 
