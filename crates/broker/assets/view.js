@@ -228,10 +228,15 @@ function noteFlushes() {
   if (Array.isArray(timer.flushes)) {
     const fresh = timer.flushes.filter((x) => x.number > lastFlushNumber);
     if (fresh.length) lastFlushNumber = fresh[fresh.length - 1].number;
+    const first = flushes.length === 0 && window.purgatoryFrames === 1;
     for (const x of fresh) {
-      flushes.unshift({ ...x, fresh: now });
+      // Flushes from before the page opened go in the log without animation.
+      flushes.unshift({ ...x, fresh: first ? 0 : now });
+      if (first) continue;
       if (x.moved_down > 0) {
         flashes.push({ level: x.level, slot: x.slot, kind: 'cascade', until: now + 1500 });
+        // One arrow per level: the latest cascade from it.
+        arrows = arrows.filter((a) => a.level !== x.level);
         arrows.push({ level: x.level, slot: x.slot, n: x.moved_down, until: now + 1800 });
       } else if (x.fired > 0) {
         flashes.push({ level: x.level, slot: x.slot, kind: 'fire', until: now + 900 });
@@ -244,7 +249,10 @@ function noteFlushes() {
         if (!keys.has(k) && b.expiration_ms <= timer.current_time_ms) {
           flushes.unshift({ level: b.level, slot: b.slot, expiration_ms: b.expiration_ms, entries: b.entries, at_ms: timer.current_time_ms, fresh: now });
           flashes.push({ level: b.level, slot: b.slot, kind: b.level > 0 ? 'cascade' : 'fire', until: now + 1200 });
-          if (b.level > 0) arrows.push({ level: b.level, slot: b.slot, n: b.entries, until: now + 1800 });
+          if (b.level > 0) {
+            arrows = arrows.filter((a) => a.level !== b.level);
+            arrows.push({ level: b.level, slot: b.slot, n: b.entries, until: now + 1800 });
+          }
         }
       }
     }
@@ -361,8 +369,10 @@ function renderWheel() {
     const x1 = from[0] + R * Math.cos(am), y1 = from[1] + R * Math.sin(am);
     const x2 = to[0] + R + 2, y2 = to[1];
     const life = Math.max(0, Math.min(1, (a.until - now) / 1800));
-    svg.append(s('path', { d: `M ${x1} ${y1} Q ${(x1 + x2) / 2} ${top + 2} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }));
-    svg.append(s('text', { x: (x1 + x2) / 2, y: top + 12, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) }, `↓ ${a.n} moved down`));
+    const qx = (x1 + x2) / 2, qy = top + 8;
+    svg.append(s('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }));
+    svg.append(s('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) },
+      `${a.n} → L${a.level - 1}`));
   }
   fill('wheel', svg);
 

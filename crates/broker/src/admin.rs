@@ -258,7 +258,7 @@ async fn post_clock_advance(
     if !s.rm.timer.is_manual() {
         return error(
             StatusCode::CONFLICT,
-            "the broker runs on the system clock; start it with --clock manual",
+            "the broker's system clock is running: freeze it first (POST /api/clock/freeze), or start it with --clock manual",
         );
     }
     let ms = match number_arg(&query, &body, "ms") {

@@ -184,15 +184,7 @@ async fn read_loop(
                 request,
             }) => {
                 let name = RequestName::of(api_key, &request);
-                ctx.trace = rm.telemetry.begin(
-                    name,
-                    ctx.api_version,
-                    ctx.correlation_id,
-                    &ctx.client_id,
-                    peer,
-                    received,
-                    rm.now_ms(),
-                );
+                ctx.trace = rm.telemetry.begin(name, &ctx, received, rm.now_ms());
                 let (trace, api_version) = (ctx.trace, ctx.api_version);
                 let reserved = response_reservation(rm, &request);
                 budget.reserve(reserved).await;

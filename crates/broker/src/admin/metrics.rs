@@ -314,7 +314,10 @@ impl Collector for Kafka {
 
         // kafka.cluster:type=Partition,name=...,topic=,partition=
         let per_partition = |value: &dyn Fn(&Value) -> i64| -> Vec<(Labels, i64)> {
-            partitions.iter().map(|p| (tp_labels(p), value(p))).collect()
+            partitions
+                .iter()
+                .map(|p| (tp_labels(p), value(p)))
+                .collect()
         };
         f.gauge(
             "kafka_cluster_partition_insyncreplicascount",
@@ -405,7 +408,10 @@ impl Collector for Kafka {
             levels.iter().map(|l| (level_label(l), int(&l["tick_ms"]))),
         )?;
         for (field, help) in [
-            ("cascaded", "Timers each level's bucket flushes moved down to a finer level"),
+            (
+                "cascaded",
+                "Timers each level's bucket flushes moved down to a finer level",
+            ),
             ("fired", "Timers each level's bucket flushes fired"),
         ] {
             if levels.iter().any(|l| l.get(field).is_some()) {

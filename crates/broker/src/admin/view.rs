@@ -219,18 +219,21 @@ async fn get_stream(
     let mut interval = tokio::time::interval(FRAME_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = (s, cursor, String::new(), interval);
-    let frames = stream::unfold(start, |(s, mut cursor, mut last, mut interval)| async move {
-        loop {
-            interval.tick().await;
-            let frame = frame(&s, &mut cursor);
-            let key = change_key(&frame);
-            if key != last {
-                last = key;
-                let event = Event::default().event("frame").data(frame.to_string());
-                return Some((Ok(event), (s, cursor, last, interval)));
+    let frames = stream::unfold(
+        start,
+        |(s, mut cursor, mut last, mut interval)| async move {
+            loop {
+                interval.tick().await;
+                let frame = frame(&s, &mut cursor);
+                let key = change_key(&frame);
+                if key != last {
+                    last = key;
+                    let event = Event::default().event("frame").data(frame.to_string());
+                    return Some((Ok(event), (s, cursor, last, interval)));
+                }
             }
-        }
-    });
+        },
+    );
     Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
@@ -363,7 +366,10 @@ async fn post_send(
         return error(StatusCode::BAD_REQUEST, "topic must not be empty");
     }
     let Some(port) = s.rm.bound_port() else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the Kafka listener is not bound yet");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the Kafka listener is not bound yet",
+        );
     };
     match send_one(port, send).await {
         Ok(sent) => Json(sent).into_response(),
@@ -457,7 +463,9 @@ async fn send_one(port: i32, send: SendRequest) -> anyhow::Result<Value> {
                         "live view: {what} answered"
                     );
                 }
-                Err(e) => warn!(target: "purgatory::admin", error = %e, "live view: {what}: no answer"),
+                Err(e) => {
+                    warn!(target: "purgatory::admin", error = %e, "live view: {what}: no answer")
+                }
             }
             conn.close().await;
         });

@@ -283,8 +283,10 @@ impl DelayedOperation for DelayedFetch {
         } else {
             current_cause()
         };
-        self.meta
-            .completed(cause, results.iter().map(|(_, d)| d.error.map(|e| e.code())));
+        self.meta.completed(
+            cause,
+            results.iter().map(|(_, d)| d.error.map(|e| e.code())),
+        );
         if let Some(respond) = self.respond.take() {
             respond(results);
         }

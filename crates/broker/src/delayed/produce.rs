@@ -191,8 +191,10 @@ impl DelayedOperation for DelayedProduce {
         } else {
             current_cause()
         };
-        self.meta
-            .completed(cause, results.iter().map(|(_, r)| r.error.map(|e| e.code())));
+        self.meta.completed(
+            cause,
+            results.iter().map(|(_, r)| r.error.map(|e| e.code())),
+        );
         let why = if timed_out > 0 {
             "expired: REQUEST_TIMED_OUT"
         } else if errors > 0 {

@@ -73,8 +73,12 @@ impl ReplicaManager {
             .collect();
         if required_acks != -1 || statuses.iter().all(|s| s.awaiting.is_none()) {
             if ctx.trace != TraceId::NONE {
-                self.telemetry
-                    .note_produce(ctx.trace, required_acks, statuses.iter().map(note_of), None);
+                self.telemetry.note_produce(
+                    ctx.trace,
+                    required_acks,
+                    statuses.iter().map(note_of),
+                    None,
+                );
             }
             respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
             return;

@@ -86,8 +86,7 @@ impl ReplicaManager {
         } else {
             "fetch"
         };
-        let meta =
-            OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms).traced(&self.telemetry);
+        let meta = OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms).traced(&self.telemetry);
         if ctx.trace != TraceId::NONE {
             let park = Park {
                 purgatory: "Fetch",

@@ -27,7 +27,6 @@ pub mod metrics;
 pub mod requests;
 mod ring;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -41,6 +40,7 @@ pub use requests::{Outcome, Park, PartitionNote, RequestView};
 use requests::{RequestEntry, RequestLog};
 
 use crate::partition::TopicPartition;
+use crate::request::RequestContext;
 
 /// Identifies a request in the request log (0: not traced).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -163,10 +163,7 @@ impl Telemetry {
     pub fn begin(
         &self,
         name: RequestName,
-        api_version: i16,
-        correlation_id: i32,
-        client_id: &str,
-        peer: SocketAddr,
+        ctx: &RequestContext,
         received: Instant,
         broker_ms: u64,
     ) -> TraceId {
@@ -174,11 +171,11 @@ impl Telemetry {
         TraceId(self.requests.ring().push(|seq, e: &mut RequestEntry| {
             e.seq = seq;
             e.name = name;
-            e.api_version = api_version;
-            e.correlation_id = correlation_id;
+            e.api_version = ctx.api_version;
+            e.correlation_id = ctx.correlation_id;
             e.client_id.clear();
-            e.client_id.push_str(client_id);
-            e.peer = Some(peer);
+            e.client_id.push_str(&ctx.client_id);
+            e.peer = Some(ctx.peer);
             e.broker_ms = broker_ms;
             e.received = Some(received);
             e.local_start = None;
@@ -311,9 +308,9 @@ impl Telemetry {
         limit: usize,
         filter: &RequestFilter,
     ) -> Vec<RequestView> {
-        self.requests
-            .ring()
-            .newest(after, limit, |e| filter.matches(e).then(|| e.view(&self.events)))
+        self.requests.ring().newest(after, limit, |e| {
+            filter.matches(e).then(|| e.view(&self.events))
+        })
     }
 
     /// One request's view, if the log still holds it.

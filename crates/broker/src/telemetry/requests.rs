@@ -223,10 +223,7 @@ impl RequestEntry {
                     });
                     steps.push((
                         at(self.local_end),
-                        format!(
-                            "parked (needs {needs}, deadline {} ms)",
-                            park.deadline_ms
-                        ),
+                        format!("parked (needs {needs}, deadline {} ms)", park.deadline_ms),
                     ));
                     steps.extend(self.produce_events(events));
                 }
@@ -277,7 +274,10 @@ impl RequestEntry {
                             )
                         }
                     }
-                    Cause::Append { request, log_end_offset } => {
+                    Cause::Append {
+                        request,
+                        log_end_offset,
+                    } => {
                         format!("data appended by request {request} (log end {log_end_offset}) → completed")
                     }
                     Cause::IsrShrink { high_watermark } => {

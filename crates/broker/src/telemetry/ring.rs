@@ -64,9 +64,17 @@ impl<T: Numbered> Ring<T> {
 
     /// Maps the records numbered above `after` that the ring still holds, newest first,
     /// keeping at most `limit` for which `f` returns `Some`.
-    pub fn newest<R>(&self, after: u64, limit: usize, mut f: impl FnMut(&T) -> Option<R>) -> Vec<R> {
+    pub fn newest<R>(
+        &self,
+        after: u64,
+        limit: usize,
+        mut f: impl FnMut(&T) -> Option<R>,
+    ) -> Vec<R> {
         let next = self.next_seq();
-        let oldest = next.saturating_sub(self.slots.len() as u64).max(after + 1).max(1);
+        let oldest = next
+            .saturating_sub(self.slots.len() as u64)
+            .max(after + 1)
+            .max(1);
         let mut out = Vec::new();
         let mut seq = next;
         while seq > oldest && out.len() < limit {
@@ -84,7 +92,9 @@ impl<T: Numbered> Ring<T> {
     /// Maps the records numbered in `from..to` that the ring still holds, oldest first.
     pub fn range<R>(&self, from: u64, to: u64, mut f: impl FnMut(&T) -> Option<R>) -> Vec<R> {
         let next = self.next_seq();
-        let start = from.max(next.saturating_sub(self.slots.len() as u64)).max(1);
+        let start = from
+            .max(next.saturating_sub(self.slots.len() as u64))
+            .max(1);
         let end = to.min(next);
         let mut out = Vec::new();
         for seq in start..end {

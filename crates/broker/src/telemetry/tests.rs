@@ -35,18 +35,15 @@ fn broker() -> Arc<ReplicaManager> {
 }
 
 /// A request context with a record in the request log, as the connection makes one.
-fn traced(rm: &ReplicaManager, name: RequestName, client: &str, correlation_id: i32) -> RequestContext {
+fn traced(
+    rm: &ReplicaManager,
+    name: RequestName,
+    client: &str,
+    correlation_id: i32,
+) -> RequestContext {
     let mut ctx = RequestContext::internal(client);
     ctx.correlation_id = correlation_id;
-    ctx.trace = rm.telemetry.begin(
-        name,
-        9,
-        correlation_id,
-        client,
-        ctx.peer,
-        Instant::now(),
-        rm.now_ms(),
-    );
+    ctx.trace = rm.telemetry.begin(name, &ctx, Instant::now(), rm.now_ms());
     ctx
 }
 
@@ -114,7 +111,11 @@ fn a_produce_story_names_the_follower_fetches_that_moved_the_high_watermark() {
     assert_eq!(parked.deadline_ms, Some(30_000));
 
     follower_fetch(&rm, 2, 1, 5);
-    assert_eq!(rm.produce_purgatory.delayed(), 1, "one follower is not enough");
+    assert_eq!(
+        rm.produce_purgatory.delayed(),
+        1,
+        "one follower is not enough"
+    );
     follower_fetch(&rm, 3, 1, 6);
     assert_eq!(rm.produce_purgatory.delayed(), 0);
     finish(&rm, &ctx);
@@ -140,7 +141,10 @@ fn a_produce_story_names_the_follower_fetches_that_moved_the_high_watermark() {
         rest = &rest[at + part.len()..];
     }
     assert!(done.error.is_none(), "{story}");
-    let produce = rm.telemetry.metrics.request(RequestName::of_key(ApiKey::Produce));
+    let produce = rm
+        .telemetry
+        .metrics
+        .request(RequestName::of_key(ApiKey::Produce));
     assert_eq!(produce.versions[9].load(Ordering::Relaxed), 1);
     assert_eq!(produce.phases[5].count(), 1);
 }
@@ -159,7 +163,10 @@ fn an_expired_produce_says_so_and_counts_as_a_kafka_expiration() {
         "{}",
         done.story
     );
-    assert_eq!(rm.telemetry.metrics.produce_expired.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        rm.telemetry.metrics.produce_expired.load(Ordering::Relaxed),
+        1
+    );
     assert_eq!(
         rm.telemetry.metrics.produce_expirations_by_partition(),
         vec![(TopicPartition::new("demo", 0), 1)]
@@ -171,7 +178,9 @@ fn filters_pick_requests_by_client_topic_and_name() {
     let rm = broker();
     produce(&rm, 1, 1_000);
     follower_fetch(&rm, 2, 0, 2);
-    let all = rm.telemetry.recent_requests(0, 10, &RequestFilter::default());
+    let all = rm
+        .telemetry
+        .recent_requests(0, 10, &RequestFilter::default());
     assert_eq!(all.len(), 2);
     assert_eq!(all[0].request, "FetchFollower", "newest first");
     let by_client = RequestFilter {
@@ -199,7 +208,10 @@ fn kafka_names_for_requests_and_errors() {
     assert_eq!(RequestName::of_key(ApiKey::Produce).name(), "Produce");
     assert_eq!(RequestName::of_key(ApiKey::Fetch).name(), "FetchConsumer");
     assert_eq!(RequestName::from_slot(255).name(), "FetchFollower");
-    assert_eq!(RequestName::of_key(ApiKey::ApiVersions).name(), "ApiVersions");
+    assert_eq!(
+        RequestName::of_key(ApiKey::ApiVersions).name(),
+        "ApiVersions"
+    );
     assert_eq!(error_name(7), "REQUEST_TIMED_OUT");
     assert_eq!(error_name(20), "NOT_ENOUGH_REPLICAS_AFTER_APPEND");
     assert_eq!(error_name(0), "NONE");
