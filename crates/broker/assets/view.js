@@ -308,7 +308,7 @@ function renderWheel() {
   // The buckets holding a parked produce's timeout are outlined.
   const produceBuckets = new Set();
   for (const p of Object.values(frame.state.purgatories || {})) {
-    if (p.name !== 'Produce') continue;
+    if (!p || p.name !== 'Produce') continue;
     for (const op of p.pending || []) {
       const b = op.bucket || bucketOf(op.deadline_ms);
       if (b) produceBuckets.add(`${b.level}/${b.slot}`);
@@ -426,7 +426,8 @@ function waitsFor(op, parts) {
 function renderPurgatories() {
   const all = frame.state.purgatories || {};
   const parts = partitionsByName();
-  const order = Object.keys(all).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  // Every purgatory the broker lists (one that does not exist yet is null).
+  const order = Object.keys(all).filter((k) => all[k]).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   const now = nowMs();
   fill('purgatories', order.map((key) => {
     const p = all[key];
@@ -465,11 +466,24 @@ function rank(key) {
   return { produce: 0, fetch: 1, rebalance: 2, heartbeat: 3 }[key.toLowerCase()] ?? 9;
 }
 
-// The group coordinator's section, whatever its shape: nested values as text.
+// The group coordinator's groups: each with its state, generation and members (their
+// session deadlines sit in the Heartbeat purgatory above). Any other shape: as text.
 function renderGroups() {
   const groups = frame.state.groups;
   if (groups === undefined || groups === null) { fill('groups'); return; }
-  fill('groups', h('h3', {}, 'Consumer groups'), valueView(groups, 0));
+  if (!Array.isArray(groups.list)) { fill('groups', h('h3', {}, 'Consumer groups'), valueView(groups, 0)); return; }
+  const now = nowMs();
+  fill('groups', h('h3', {}, `Consumer groups (${n(groups.total)})`),
+    groups.list.length ? groups.list.map((g) => h('div', { class: 'purgatory', 'data-group': g.group_id },
+      h('div', {}, h('b', {}, g.group_id), ` · ${g.state} · generation ${g.generation_id}`,
+        g.protocol ? ` · ${g.protocol}` : '', ` · offsets in ${g.offsets_partition}`,
+        g.committed_offsets ? ` · ${g.committed_offsets} committed offset(s)` : ''),
+      (g.members || []).length ? h('table', {}, h('tbody', {}, g.members.map((m) => h('tr', {},
+        h('td', {}, m.client_id, m.leader ? ' (leader)' : ''),
+        h('td', { class: 'mono' }, m.member_id),
+        h('td', { class: 'num', title: 'session deadline (Heartbeat purgatory)' }, `session ends in ${n(Math.max(0, Math.round(m.session_deadline_ms - now)))} ms`),
+        h('td', {}, m.awaiting_join ? 'awaiting join' : m.awaiting_sync ? 'awaiting sync' : (m.assignment || []).join(', ')))))) : h('div', { class: 'empty' }, 'no members')))
+      : h('div', { class: 'empty' }, 'no groups'));
 }
 
 function valueView(v, depth) {

@@ -156,9 +156,10 @@ impl Collector for Kafka {
         };
 
         // kafka.server:type=DelayedOperationPurgatory,name=...,delayedOperation=<purgatory>
+        // Every purgatory listed, whatever its name; one that does not exist yet is null.
         let purgatories: Vec<&Value> = state["purgatories"]
             .as_object()
-            .map(|m| m.values().collect())
+            .map(|m| m.values().filter(|p| p.is_object()).collect())
             .unwrap_or_default();
         let by_purgatory = |field: &str| -> Vec<(Labels, i64)> {
             purgatories

@@ -5,8 +5,8 @@
 //! - `GET /` and `GET /assets/{file}`: the page, embedded in the binary (no build step,
 //!   nothing fetched from elsewhere).
 //! - `GET /api/view/stream`: server-sent events, one `frame` event whenever something
-//!   changed, at most every 50 ms (so up to 20 a second while the broker is busy, none
-//!   while nothing moves; a comment every 15 s keeps the connection open).
+//!   changed, at most every 90 ms (so 11 a second while the broker is busy, none while
+//!   nothing moves; a comment every 15 s keeps the connection open).
 //!   `?followers=1` includes follower fetches in the frames' request lists.
 //! - `GET /api/view`: one frame, for scripts and tests.
 //! - `GET /api/requests`: recent requests with their phases and stories (see
@@ -53,14 +53,17 @@ const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const VIEW_JS: &str = include_str!("../../assets/view.js");
 const VIEW_CSS: &str = include_str!("../../assets/view.css");
 
-/// Requests listed in a stream's first frame.
-const FIRST_FRAME_REQUESTS: usize = 100;
-/// New requests sent per frame at most (the page keeps the newest).
-const FRAME_REQUESTS: usize = 60;
+/// Requests listed in a stream's first frame (the page shows 60).
+const FIRST_FRAME_REQUESTS: usize = 60;
+/// New requests sent per frame at most: the page keeps the newest, and a busy broker's
+/// thousands a second could not be read anyway. Frames carry each request's one-line
+/// story, not its steps.
+const FRAME_REQUESTS: usize = 20;
 /// Replication events sent per frame at most.
-const FRAME_EVENTS: usize = 60;
-/// How often a stream looks for changes.
-const FRAME_INTERVAL: Duration = Duration::from_millis(50);
+const FRAME_EVENTS: usize = 40;
+/// How often a stream looks for changes: 11 frames a second at most, a little over the
+/// 10 a busy broker should show, and no more (each frame is built for each open page).
+const FRAME_INTERVAL: Duration = Duration::from_millis(90);
 
 /// The page's routes.
 pub(super) fn routes() -> Router<AdminState> {
@@ -145,10 +148,11 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
     let mut state = state_json(&s.rm, &s.followers);
     // Each pending operation the request log knows, with its request.
     if let Some(purgatories) = state["purgatories"].as_object_mut() {
-        for purgatory in purgatories.values_mut() {
+        for purgatory in purgatories.values_mut().filter(|p| p.is_object()) {
             for op in purgatory["pending"].as_array_mut().into_iter().flatten() {
                 let seq = op["description"].as_str().and_then(request_tag);
-                if let Some(view) = seq.and_then(|seq| telemetry.request(seq)) {
+                if let Some(mut view) = seq.and_then(|seq| telemetry.request(seq)) {
+                    view.steps.clear();
                     op["request"] = serde_json::to_value(view).unwrap_or(Value::Null);
                 }
             }
@@ -175,11 +179,18 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
             }
         }
     }
-    cursor.open = requests
+    for r in &mut requests {
+        r.steps.clear();
+    }
+    // Followed until done: the newest open ones, as many as a frame carries new ones.
+    let mut open: Vec<u64> = requests
         .iter()
         .filter(|r| r.state != "done")
         .map(|r| r.seq)
         .collect();
+    open.sort_unstable_by(|a, b| b.cmp(a));
+    open.truncate(FRAME_REQUESTS);
+    cursor.open = open.into_iter().collect();
     let events = telemetry.events.newest(cursor.events_after, FRAME_EVENTS);
     cursor.events_after = telemetry.events.next_seq().saturating_sub(1);
     json!({
@@ -191,14 +202,22 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
     })
 }
 
-/// The frame minus what changes with the mere passing of time, to tell whether anything
-/// happened since the last one.
-fn change_key(frame: &Value) -> String {
-    let mut key = frame.clone();
-    key["state"]["now_ms"] = Value::Null;
-    key["state"]["timer"]["now_ms"] = Value::Null;
-    key["clock"]["now_ms"] = Value::Null;
-    key.to_string()
+/// What tells whether anything happened since the last frame: new requests or events
+/// (`None`: something did), or else the state and clock minus what moves with the mere
+/// passing of time.
+fn change_key(frame: &mut Value) -> Option<String> {
+    let fresh = |k: &str| frame[k].as_array().is_some_and(|a| !a.is_empty());
+    if fresh("requests") || fresh("events") {
+        return None;
+    }
+    let now = frame["clock"]["now_ms"].take();
+    let state_now = frame["state"]["now_ms"].take();
+    let timer_now = frame["state"]["timer"]["now_ms"].take();
+    let key = format!("{}{}", frame["state"], frame["clock"]);
+    frame["clock"]["now_ms"] = now;
+    frame["state"]["now_ms"] = state_now;
+    frame["state"]["timer"]["now_ms"] = timer_now;
+    Some(key)
 }
 
 #[derive(Deserialize)]
@@ -218,15 +237,15 @@ async fn get_stream(
     let cursor = Cursor::new(q.followers.as_deref() == Some("1"));
     let mut interval = tokio::time::interval(FRAME_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let start = (s, cursor, String::new(), interval);
+    let start = (s, cursor, None::<String>, interval);
     let frames = stream::unfold(
         start,
         |(s, mut cursor, mut last, mut interval)| async move {
             loop {
                 interval.tick().await;
-                let frame = frame(&s, &mut cursor);
-                let key = change_key(&frame);
-                if key != last {
+                let mut frame = frame(&s, &mut cursor);
+                let key = change_key(&mut frame);
+                if key.is_none() || key != last {
                     last = key;
                     let event = Event::default().event("frame").data(frame.to_string());
                     return Some((Ok(event), (s, cursor, last, interval)));

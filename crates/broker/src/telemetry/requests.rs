@@ -602,7 +602,8 @@ pub struct RequestView {
     pub cause: CauseView,
     /// Kafka's error name, if it failed.
     pub error: Option<String>,
-    /// The story, step by step.
+    /// The story, step by step (left out where only the one-line story is wanted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepView>,
     /// The story on one line.
     pub story: String,
