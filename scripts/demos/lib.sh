@@ -14,12 +14,12 @@ ok() { printf '  \033[32mOK\033[0m %s\n' "$*"; }
 fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; echo "  broker log: $BROKER_LOG"; tail -n 30 "$BROKER_LOG" | sed 's/^/    | /'; exit 1; }
 
 # start_broker [purgatory serve flags...]: starts a broker with embedded followers on free
-# ports and waits for its admin API.
+# ports and waits for its admin API. BROKER_CONFIG=FILE replaces config/broker.toml.
 start_broker() {
     PORT=$(free_port); ADMIN_PORT=$(free_port)
     BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
     BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
-    RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "$ROOT/config/broker.toml" \
+    RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \
         --listen "$BOOTSTRAP" --admin-listen "$ADMIN" "$@" >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
@@ -33,13 +33,15 @@ start_broker() {
 ctl() { "$PURGATORY" ctl --admin "$ADMIN" "$@"; }
 
 # q PY_EXPR: evaluates a Python expression over the state JSON (`s`); helpers:
-# part(topic) -> the partition's state, pg(name) -> a purgatory's state.
+# part(topic) -> the partition's state, pg(name) -> a purgatory's state, grp(id) -> a
+# consumer group's state (None if there is no such group).
 q() {
     ctl state --json | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 def part(t, p=0): return next(x for x in s["partitions"] if x["topic"] == t and x["partition"] == p)
 def pg(n): return s["purgatories"][n]
+def grp(g): return next((x for x in (s.get("groups") or {}).get("list", []) if x["group_id"] == g), None)
 print(eval(sys.argv[1]))' "$1"
 }
 

@@ -1,8 +1,8 @@
 // kafkajs 2.2 — a third, independent implementation of the Kafka protocol — against the
 // broker: admin calls (creating the topic with the replication factor given, default 3),
 // then an idempotent producer with acks=-1. Prints one JSON line with
-// what it saw; exits non-zero on any error. (kafkajs consumes only through a consumer group,
-// which this broker does not implement yet, so reading back is left to the other clients.)
+// what it saw; exits non-zero on any error. (kafkajs consumes only through a consumer group:
+// that is kafkajs_group.js.)
 const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, topic, replicas = '3'] = process.argv.slice(2)

@@ -59,6 +59,9 @@ def browser():
                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1600,1000"]:
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    # A 1600x1000 page, whatever the headless window's decorations take.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1600, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
     os.makedirs(SHOTS, exist_ok=True)
     yield driver
     driver.quit()

@@ -2,7 +2,9 @@
 //!
 //! - `GET  /api/state` — every partition (replicas, ISR, LEO, HW, each follower's LEO, lag
 //!   and last fetch), every purgatory (watched / delayed / expired counts and the pending
-//!   operations with what each waits for), the timing wheel, and the embedded followers.
+//!   operations with what each waits for), the timing wheel, the embedded followers, and
+//!   the consumer groups (state, generation, protocol, leader, members with their session
+//!   deadlines and assignments).
 //! - `POST /api/followers/{id}/pause|resume|crash|restart` — fault control.
 //! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
@@ -26,6 +28,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::coordinator::GroupCoordinator;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
@@ -35,6 +38,8 @@ pub mod view;
 
 /// Most pending operations listed per purgatory in `/api/state`.
 const MAX_PENDING_SHOWN: usize = 200;
+/// Most groups listed in `/api/state`.
+const MAX_GROUPS_SHOWN: usize = 200;
 
 /// What the admin handlers share.
 #[derive(Clone)]
@@ -97,6 +102,7 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
                 .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
         })
         .collect();
+    let coordinator = GroupCoordinator::existing(rm);
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),
@@ -106,7 +112,10 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
         "purgatories": {
             "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
             "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
+            "rebalance": coordinator.as_ref().map(|c| c.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN)),
+            "heartbeat": coordinator.as_ref().map(|c| c.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN)),
         },
+        "groups": coordinator.as_ref().map(|c| c.snapshot(MAX_GROUPS_SHOWN)),
         "timer": rm.timer.snapshot(),
         "followers": followers.statuses(),
     })

@@ -112,6 +112,43 @@ pub struct BrokerConfig {
     /// then allowed from any address); if unset they are loopback-only.
     #[serde(rename = "admin.token")]
     pub admin_token: Option<String>,
+
+    // --- Group coordinator (Kafka's names and defaults, except where marked "ours") ---
+    /// Smallest `session.timeout.ms` a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).
+    #[serde(rename = "group.min.session.timeout.ms")]
+    pub group_min_session_timeout_ms: i32,
+    /// Largest `session.timeout.ms` a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).
+    #[serde(rename = "group.max.session.timeout.ms")]
+    pub group_max_session_timeout_ms: i32,
+    /// How long an Empty group waits for more members before its first rebalance completes
+    /// (the `InitialDelayedJoin`), re-armed while members keep arriving.
+    #[serde(rename = "group.initial.rebalance.delay.ms")]
+    pub group_initial_rebalance_delay_ms: i32,
+    /// Most members one group may have (GROUP_MAX_SIZE_REACHED past it).
+    #[serde(rename = "group.max.size")]
+    pub group_max_size: i32,
+    /// Partitions of `__consumer_offsets`; a group lives in partition
+    /// `abs(groupId.hashCode) % offsets.topic.num.partitions`.
+    #[serde(rename = "offsets.topic.num.partitions")]
+    pub offsets_topic_num_partitions: i32,
+    /// Replicas of `__consumer_offsets` (capped by the replicas this broker has).
+    #[serde(rename = "offsets.topic.replication.factor")]
+    pub offsets_topic_replication_factor: i16,
+    /// How long an offset commit or a group metadata write waits for replication (acks=-1).
+    #[serde(rename = "offsets.commit.timeout.ms")]
+    pub offsets_commit_timeout_ms: i32,
+    /// Longest metadata string an offset commit may carry (OFFSET_METADATA_TOO_LARGE).
+    #[serde(rename = "offset.metadata.max.bytes")]
+    pub offset_metadata_max_bytes: usize,
+    /// Ours, not Kafka's: broker-wide cap on groups, so group state cannot exhaust memory.
+    #[serde(rename = "group.coordinator.max.groups")]
+    pub group_coordinator_max_groups: usize,
+    /// Ours, not Kafka's: broker-wide cap on members (pending ones included) of all groups.
+    #[serde(rename = "group.coordinator.max.members")]
+    pub group_coordinator_max_members: usize,
+    /// Ours, not Kafka's: broker-wide cap on committed offsets held in the offsets cache.
+    #[serde(rename = "group.coordinator.max.committed.offsets")]
+    pub group_coordinator_max_committed_offsets: usize,
 }
 
 impl Default for BrokerConfig {
@@ -143,6 +180,17 @@ impl Default for BrokerConfig {
             admin_enable: true,
             admin_listen: "127.0.0.1:8080".to_string(),
             admin_token: None,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: i32::MAX,
+            offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_commit_timeout_ms: 5_000,
+            offset_metadata_max_bytes: 4096,
+            group_coordinator_max_groups: 10_000,
+            group_coordinator_max_members: 100_000,
+            group_coordinator_max_committed_offsets: 1_000_000,
         }
     }
 }
@@ -195,6 +243,24 @@ impl BrokerConfig {
         }
         if self.max_in_flight_per_connection < 1 {
             bail!("queued.max.requests.per.connection must be >= 1");
+        }
+        if self.group_min_session_timeout_ms < 0
+            || self.group_max_session_timeout_ms < self.group_min_session_timeout_ms
+        {
+            bail!("group.max.session.timeout.ms must be >= group.min.session.timeout.ms >= 0");
+        }
+        if self.group_initial_rebalance_delay_ms < 0 || self.offsets_commit_timeout_ms < 0 {
+            bail!("group.initial.rebalance.delay.ms and offsets.commit.timeout.ms must be >= 0");
+        }
+        if self.group_max_size < 1 {
+            bail!("group.max.size must be >= 1");
+        }
+        // The topic registry's per-topic limit (topics::MAX_PARTITIONS_PER_TOPIC).
+        if !(1..=10_000).contains(&self.offsets_topic_num_partitions) {
+            bail!("offsets.topic.num.partitions must be between 1 and 10000");
+        }
+        if self.offsets_topic_replication_factor < 1 {
+            bail!("offsets.topic.replication.factor must be >= 1");
         }
         Ok(())
     }

@@ -419,9 +419,12 @@ async fn write_loop(
     telemetry: Arc<Telemetry>,
 ) {
     // Closes a request's record in the request log (phase times, metrics).
-    let finish = |timing: &Option<RequestTiming>, send_start: Instant, outcome: Outcome| {
+    let finish = |timing: &Option<RequestTiming>,
+                  answered: Option<Instant>,
+                  send_start: Instant,
+                  outcome: Outcome| {
         if let Some(timing) = timing {
-            telemetry.finish(timing, send_start, Instant::now(), outcome);
+            telemetry.finish(timing, answered, send_start, Instant::now(), outcome);
         }
     };
     while let Some(slot) = slots.recv().await {
@@ -430,21 +433,22 @@ async fn write_loop(
         let response = match slot.reply {
             Reply::Nothing => {
                 budget.release(reserved);
-                finish(&timing, Instant::now(), Outcome::NoResponse);
+                finish(&timing, None, Instant::now(), Outcome::NoResponse);
                 continue;
             }
             Reply::Close(reason) => {
                 warn!(%peer, api_key = ?slot.api_key, correlation_id = slot.correlation_id, %reason, "closing connection");
-                finish(&timing, Instant::now(), Outcome::Closed);
+                finish(&timing, None, Instant::now(), Outcome::Closed);
                 return;
             }
-            Reply::Now(response) => *response,
+            Reply::Now(response) => (None, *response),
             Reply::Later(rx) => match rx.await {
-                Ok(response) => response,
+                Ok(response) => (Some(Instant::now()), response),
                 // The operation was dropped without answering (broker shutting down).
                 Err(_) => return,
             },
         };
+        let (answered, response) = response;
         let send_start = Instant::now();
         let frame = match encode_response(slot.correlation_id, slot.api_version, &response) {
             Ok(frame) => frame,
@@ -458,11 +462,11 @@ async fn write_loop(
         drop(frame);
         budget.release(reserved);
         if let Err(e) = written {
-            finish(&timing, send_start, Outcome::Closed);
+            finish(&timing, answered, send_start, Outcome::Closed);
             debug!(%peer, error = %e, "write failed; client gone");
             return;
         }
-        finish(&timing, send_start, Outcome::Sent);
+        finish(&timing, answered, send_start, Outcome::Sent);
     }
 }
 

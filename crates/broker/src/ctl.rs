@@ -2,9 +2,11 @@
 //!
 //! `purgatory ctl state` prints what the broker holds — partitions with their HW, LEO and
 //! ISR, the purgatories and what each parked request waits for, the timing wheel, the
-//! followers — in plain words. `purgatory ctl follower 2 pause` steers a follower.
-//! `purgatory ctl trace` streams each request's story as it finishes. Any failure (broker
-//! unreachable, unknown follower, bad value) exits non-zero.
+//! followers — in plain words. `purgatory ctl groups` prints the consumer groups with their
+//! members and the DelayedJoin / DelayedSync / DelayedHeartbeat each waits in.
+//! `purgatory ctl follower 2 pause` steers a follower. `purgatory ctl trace` streams each
+//! request's story as it finishes. Any failure (broker unreachable, unknown follower, bad
+//! value) exits non-zero.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -77,6 +79,145 @@ pub fn state(admin: &str, raw_json: bool) -> anyhow::Result<()> {
     }
     print!("{}", render_state(&state));
     Ok(())
+}
+
+/// `ctl groups`: prints every consumer group (or the raw JSON of its part of the state).
+pub fn groups(admin: &str, raw_json: bool) -> anyhow::Result<()> {
+    let state = call(admin, "GET", "/api/state", "", None)?;
+    if raw_json {
+        let part = serde_json::json!({
+            "now_ms": state["now_ms"],
+            "groups": state["groups"],
+            "rebalance": state["purgatories"]["rebalance"],
+            "heartbeat": state["purgatories"]["heartbeat"],
+        });
+        println!("{}", serde_json::to_string_pretty(&part)?);
+        return Ok(());
+    }
+    print!("{}", render_groups(&state));
+    Ok(())
+}
+
+/// Renders the groups of `/api/state` as text: each group, its members, and the delayed
+/// operations that belong to it.
+pub fn render_groups(state: &Value) -> String {
+    let s = |v: &Value| {
+        v.as_i64().map(|n| n.to_string()).unwrap_or_else(|| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+    };
+    let now = state["now_ms"].as_i64().unwrap_or(0);
+    let groups = &state["groups"];
+    let mut out = format!(
+        "groups {}  members {}  committed offsets {}  (limits: {} groups, {} members, {} offsets)\n",
+        s(&groups["total"]),
+        s(&groups["members"]),
+        s(&groups["committed_offsets"]),
+        s(&groups["limits"]["groups"]),
+        s(&groups["limits"]["members"]),
+        s(&groups["limits"]["committed_offsets"]),
+    );
+    let pending: Vec<&Value> = ["rebalance", "heartbeat"]
+        .iter()
+        .flat_map(|p| {
+            state["purgatories"][p]["pending"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .collect();
+    for g in groups["list"].as_array().into_iter().flatten() {
+        let id = g["group_id"].as_str().unwrap_or("?");
+        out += &format!(
+            "\ngroup {id}  {}  generation {}  protocol {}/{}  leader {}  ({}, state since {} ms)\n",
+            s(&g["state"]),
+            s(&g["generation_id"]),
+            g["protocol_type"].as_str().unwrap_or("-"),
+            g["protocol"].as_str().unwrap_or("-"),
+            g["leader"].as_str().unwrap_or("-"),
+            s(&g["offsets_partition"]),
+            s(&g["state_since_ms"]),
+        );
+        for m in g["members"].as_array().into_iter().flatten() {
+            let deadline = m["session_deadline_ms"].as_i64().unwrap_or(0);
+            let waiting = if m["awaiting_join"].as_bool() == Some(true) {
+                "  JoinGroup parked"
+            } else if m["awaiting_sync"].as_bool() == Some(true) {
+                "  SyncGroup parked"
+            } else {
+                ""
+            };
+            let assignment = match m["assigned_partitions"].as_i64() {
+                Some(n) => format!("{n} partition(s) {}", m["assignment"]),
+                None => format!("{} byte(s)", s(&m["assignment_bytes"])),
+            };
+            out += &format!(
+                "  member {}{}  client {}  host {}  session {} ms, expires at {deadline} ms (in {} ms)  assignment {assignment}{waiting}\n",
+                s(&m["member_id"]),
+                if m["leader"].as_bool() == Some(true) { " (leader)" } else { "" },
+                s(&m["client_id"]),
+                s(&m["client_host"]),
+                s(&m["session_timeout_ms"]),
+                deadline - now,
+            );
+        }
+        let list = |key: &str| {
+            g[key]
+                .as_array()
+                .map(|a| a.iter().map(&s).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        };
+        if !list("pending_members").is_empty() {
+            out += &format!("  pending member ids: {}\n", list("pending_members"));
+        }
+        if !list("awaiting_sync_from").is_empty() {
+            out += &format!(
+                "  waiting for SyncGroup from: {}\n",
+                list("awaiting_sync_from")
+            );
+        }
+        let offsets: Vec<String> = g["offsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| {
+                format!(
+                    "{}-{} @ {}",
+                    s(&o["topic"]),
+                    s(&o["partition"]),
+                    s(&o["offset"])
+                )
+            })
+            .collect();
+        out += &format!(
+            "  committed offsets: {} [{}]  being replicated: {}\n",
+            s(&g["committed_offsets"]),
+            offsets.join(", "),
+            s(&g["pending_offset_commits"])
+        );
+        let mine: Vec<&&Value> = pending
+            .iter()
+            .filter(|op| {
+                op["keys"].as_array().into_iter().flatten().any(|k| {
+                    let k = k.as_str().unwrap_or("");
+                    k == format!("join:{id}")
+                        || k == format!("sync:{id}")
+                        || k.starts_with(&format!("{id}/"))
+                })
+            })
+            .collect();
+        for op in mine {
+            out += &format!(
+                "    deadline {} ms (in {} ms)  {}\n",
+                s(&op["deadline_ms"]),
+                op["deadline_ms"].as_i64().unwrap_or(0) - now,
+                op["description"].as_str().unwrap_or("")
+            );
+        }
+    }
+    out
 }
 
 /// `ctl follower ID ACTION [VALUE]`.
@@ -162,8 +303,11 @@ pub fn render_state(state: &Value) -> String {
         }
     }
     out += "\npurgatories\n";
-    for name in ["produce", "fetch"] {
+    for name in ["produce", "fetch", "rebalance", "heartbeat"] {
         let pg = &state["purgatories"][name];
+        if pg.is_null() {
+            continue;
+        }
         out += &format!(
             "  {name}: watched {}  delayed {}  expired {}\n",
             s(&pg["watched"]),

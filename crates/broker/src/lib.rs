@@ -11,9 +11,12 @@
 //! 1. [`server`] — accepting connections;
 //! 2. [`connection`] — Kafka framing, in-order responses, bad input;
 //! 3. [`handlers`] — one module per Kafka API: wire to domain and back, nothing more;
+//!    group APIs go to [`coordinator`] (Kafka's `GroupCoordinator`), which appends to
+//!    `__consumer_offsets` through the replica manager;
 //! 4. [`replica_manager`] — `append_records`, `fetch_messages`, the HW/ISR chain of events,
 //!    the purgatories; beside it [`topics`] (the registry and the topic config table);
-//! 5. [`delayed`] — `DelayedProduce` and `DelayedFetch`, which answer through callbacks;
+//! 5. [`delayed`] — `DelayedProduce`, `DelayedFetch`, and the coordinator's `DelayedJoin`,
+//!    `DelayedSync` and `DelayedHeartbeat`, which answer through callbacks;
 //! 6. [`partition`] — the lock around one `replog::Partition`.
 //!
 //! Data flows down and answers flow back through callbacks: no module imports the layer
@@ -23,6 +26,7 @@
 pub mod admin;
 pub mod config;
 pub mod connection;
+pub mod coordinator;
 pub mod ctl;
 pub mod delayed;
 pub mod followers;

@@ -57,6 +57,12 @@ enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show the consumer groups: state, generation, members, pending delayed operations.
+    Groups {
+        /// Print the groups' part of GET /api/state as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Steer an embedded follower: pause, resume, crash, restart, delay MS, lag MS, max-bytes N.
     Follower {
         /// Replica id (2, 3, ...).
@@ -248,6 +254,7 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
     let token = ctl.token.as_deref();
     match ctl.command {
         CtlCommand::State { json } => ctl::state(&ctl.admin, json),
+        CtlCommand::Groups { json } => ctl::groups(&ctl.admin, json),
         CtlCommand::Follower { id, action, value } => {
             ctl::follower(&ctl.admin, token, &id, &action, value.as_deref())
         }

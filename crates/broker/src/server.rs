@@ -10,6 +10,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::coordinator::GroupCoordinator;
 use crate::replica_manager::ReplicaManager;
 
 /// A running broker.
@@ -33,6 +34,9 @@ impl Broker {
         let local_addr = listener.local_addr()?;
         let rm = ReplicaManager::new(config);
         rm.set_bound_port(local_addr.port());
+        // The group coordinator starts with the broker, so that its purgatories show in the
+        // state API from the start; __consumer_offsets is created when a group first needs it.
+        GroupCoordinator::of(&rm);
         info!(
             listen = %local_addr,
             advertised = %format!("{}:{}", rm.config.advertised_host(), local_addr.port()),

@@ -225,9 +225,14 @@ struct StreamQuery {
     followers: Option<String>,
 }
 
+/// One frame as a page that just opened gets it (the state, the newest requests and
+/// events): what `GET /api/view` serves.
+pub fn first_frame(s: &AdminState, followers: bool) -> Value {
+    frame(s, &mut Cursor::new(followers))
+}
+
 async fn get_view(State(s): State<AdminState>, Query(q): Query<StreamQuery>) -> Json<Value> {
-    let mut cursor = Cursor::new(q.followers.as_deref() == Some("1"));
-    Json(frame(&s, &mut cursor))
+    Json(first_frame(&s, q.followers.as_deref() == Some("1")))
 }
 
 async fn get_stream(

@@ -1,7 +1,8 @@
 //! Request handlers, one module per Kafka API — the layout is the protocol.
 //!
 //! A handler translates: the decoded wire request into the replica manager's domain calls
-//! (`append_records`, `fetch_messages`, topic lookups), and the domain results back into
+//! (`append_records`, `fetch_messages`, topic lookups) or the group coordinator's
+//! (`handle_join_group`, `handle_commit_offsets`, ...), and the domain results back into
 //! the wire response for the request's version. It holds no state and makes no decision
 //! that belongs to the broker's model — those live in [`crate::replica_manager`].
 //!
@@ -19,14 +20,24 @@ pub use crate::request::RequestContext;
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 #[cfg(test)]
 mod tests;
@@ -68,6 +79,16 @@ impl Reply {
 /// Produce is advertised from v0 like Kafka 4 does (older librdkafka disables compression
 /// when the minimum is above 0), but v0-2 are refused when they arrive, as Kafka 4 does.
 /// Fetch stops at v12, the last version that names topics rather than topic ids.
+///
+/// The classic group APIs (the group coordinator) cover librdkafka 2.x (FindCoordinator
+/// 0-2, JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3, LeaveGroup 0-1, OffsetCommit and
+/// OffsetFetch up to 9, DeleteGroups 0-1), kafkajs 2.2 (its non-flexible versions: up to
+/// JoinGroup 5, SyncGroup 3, LeaveGroup 3, OffsetCommit 5, OffsetFetch 4, ListGroups 2,
+/// DescribeGroups 2) and kafka-python 3 (which takes the highest version both sides know:
+/// JoinGroup 7, SyncGroup 5, OffsetCommit and OffsetFetch 8, FindCoordinator 6, ...), up to
+/// the last versions kafka-protocol knows that still name topics (OffsetCommit and
+/// OffsetFetch 10 use topic ids). OffsetCommit starts at v2 and OffsetFetch at v1, as in
+/// Kafka 4.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 11),
     (ApiKey::Fetch, 4, 12),
@@ -79,6 +100,16 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// Produce versions we advertise but refuse (Kafka 4 removed them).
@@ -107,6 +138,16 @@ pub fn dispatch(rm: &Arc<ReplicaManager>, ctx: &RequestContext, request: Request
         RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
         RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
         RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
+        RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, ctx, r)),
+        RequestKind::JoinGroup(r) => join_group::handle(rm, ctx, r),
+        RequestKind::SyncGroup(r) => sync_group::handle(rm, ctx, r),
+        RequestKind::Heartbeat(r) => Reply::now(heartbeat::handle(rm, ctx, r)),
+        RequestKind::LeaveGroup(r) => Reply::now(leave_group::handle(rm, ctx, r)),
+        RequestKind::OffsetCommit(r) => offset_commit::handle(rm, ctx, r),
+        RequestKind::OffsetFetch(r) => Reply::now(offset_fetch::handle(rm, ctx, r)),
+        RequestKind::ListGroups(r) => Reply::now(list_groups::handle(rm, ctx, r)),
+        RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(rm, ctx, r)),
+        RequestKind::DeleteGroups(r) => Reply::now(delete_groups::handle(rm, ctx, r)),
         // The frontend only decodes APIs listed in SUPPORTED_APIS.
         _ => Reply::Nothing,
     }

@@ -189,6 +189,7 @@ impl Telemetry {
             e.partitions.clear();
             e.park = None;
             e.cause = Cause::Unknown;
+            e.answered_later = false;
             e.outcome = Outcome::Pending;
             e.events_from = events_from;
             e.events_to = 0;
@@ -250,9 +251,14 @@ impl Telemetry {
 
     /// The response has been written (or the request needs none, or the connection
     /// closed): closes the record and adds the request to the metrics.
+    ///
+    /// `answered` is when the connection got the response of a request its handler had
+    /// answered "later": what completed it may not have told the request log (operations
+    /// other than DelayedProduce and DelayedFetch), and then this is when it did.
     pub fn finish(
         &self,
         timing: &RequestTiming,
+        answered: Option<Instant>,
         send_start: Instant,
         send_end: Instant,
         outcome: Outcome,
@@ -261,12 +267,16 @@ impl Telemetry {
             .requests
             .ring()
             .with(timing.trace.0, |e| {
+                if let (Some(at), None) = (answered, e.completed) {
+                    e.completed = Some(at);
+                    e.answered_later = e.park.is_none();
+                }
                 e.local_start = Some(timing.local_start);
                 e.local_end = Some(timing.local_end);
                 e.send_start = Some(send_start);
                 e.send_end = Some(send_end);
                 e.outcome = outcome;
-                if e.park.is_none() && e.cause == Cause::Unknown {
+                if e.park.is_none() && !e.answered_later && e.cause == Cause::Unknown {
                     e.cause = Cause::Immediate;
                 }
                 e.phases().map(Option::unwrap_or_default)

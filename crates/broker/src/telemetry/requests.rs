@@ -108,6 +108,9 @@ pub struct RequestEntry {
     pub park: Option<Park>,
     /// What completed it (or `Immediate`).
     pub cause: Cause,
+    /// Answered later by an operation that reports nothing to the request log (a group
+    /// coordinator's DelayedJoin, say): `completed` is when the connection got the answer.
+    pub answered_later: bool,
     /// How it ended.
     pub outcome: Outcome,
     /// Replication events from this number on may belong to its story...
@@ -136,12 +139,13 @@ impl RequestEntry {
     pub fn phases(&self) -> [Option<Duration>; 6] {
         // A parked request waits from its handler's end until its operation completes; an
         // operation that completed inside the handler waited for nothing.
+        let waited = self.park.is_some() || self.answered_later;
         let ready = match (self.completed, self.local_end) {
             (Some(c), Some(l)) => Some(c.max(l)),
-            (None, l) if self.park.is_none() => l,
+            (None, l) if !waited => l,
             _ => None,
         };
-        let remote = if self.park.is_some() {
+        let remote = if waited {
             since(self.completed, self.local_end)
         } else {
             self.local_end.map(|_| Duration::ZERO)
@@ -301,6 +305,9 @@ impl RequestEntry {
                 (Outcome::Closed, _) => "connection closed".to_string(),
                 (Outcome::Pending, _) => "in flight".to_string(),
                 (_, Some(1)) => "answered (acks=1)".to_string(),
+                _ if self.answered_later => {
+                    "answered when its delayed operation completed".to_string()
+                }
                 _ => "answered".to_string(),
             };
             if self.outcome != Outcome::Pending {

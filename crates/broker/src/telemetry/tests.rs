@@ -97,7 +97,7 @@ fn finish(rm: &ReplicaManager, ctx: &RequestContext) {
         local_start: now,
         local_end: now,
     };
-    rm.telemetry.finish(&timing, now, now, Outcome::Sent);
+    rm.telemetry.finish(&timing, None, now, now, Outcome::Sent);
 }
 
 #[test]

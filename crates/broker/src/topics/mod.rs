@@ -26,7 +26,25 @@ use crate::partition::{PartitionHandle, TopicPartition};
 pub use config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
-pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+pub const INTERNAL_TOPICS: &[&str] = &[OFFSETS_TOPIC, "__transaction_state"];
+
+/// Where the group coordinator keeps group metadata and committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// `__consumer_offsets` as Kafka creates it: `offsets.topic.num.partitions` partitions,
+/// `offsets.topic.replication.factor` replicas (capped by the replicas this broker has, as
+/// Kafka caps it by the live brokers), compacted. Whoever needs it first creates it: the
+/// group coordinator, or Metadata auto-creation (Kafka's `AutoTopicCreationManager` gives an
+/// internal topic its own configs too, never the defaults of a plain topic).
+pub fn offsets_topic(broker: &BrokerConfig) -> NewTopic {
+    let replicas = (broker.follower_count + 1).clamp(1, i32::from(i16::MAX)) as i16;
+    NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: broker.offsets_topic_num_partitions,
+        replication_factor: broker.offsets_topic_replication_factor.min(replicas),
+        configs: vec![(config::CLEANUP_POLICY.to_string(), "compact".to_string())],
+    }
+}
 
 /// The largest partition count one topic may have.
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;

@@ -1,0 +1,201 @@
+//! Kafka's `GroupMetadataManager`, the part of the coordinator that talks to the log:
+//! which `__consumer_offsets` partition a group lives in, creating that topic when it is
+//! first needed, and appending group metadata and offset commits to it.
+//!
+//! Appends go through [`ReplicaManager::append_records`] like a producer's, with
+//! `AppendOrigin::Coordinator` (only the broker may write to an internal topic),
+//! `acks=-1` and `offsets.commit.timeout.ms`. So a commit is parked in the **produce
+//! purgatory** as a `DelayedProduce` until the followers replicate it, exactly like an
+//! `acks=all` write, and its answer comes back through the callback when the high watermark
+//! passes it — or it times out. The append errors become the coordinator's errors as in
+//! Kafka (`maybeConvertOffsetCommitError` and `storeGroup`'s mapping).
+
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use tracing::warn;
+
+use super::records;
+use crate::partition::TopicPartition;
+use crate::replica_manager::{AppendOrigin, ReplicaManager};
+use crate::request::RequestContext;
+use crate::topics::{self, OFFSETS_TOPIC};
+
+/// Where an append's outcome goes: the base offset it landed at, or the error.
+pub type AppendCallback = Box<dyn FnOnce(Result<i64, ResponseError>) + Send>;
+
+/// The log side of the coordinator.
+pub struct GroupMetadataManager {
+    rm: Weak<ReplicaManager>,
+    /// `offsets.topic.num.partitions`.
+    pub num_partitions: i32,
+    /// `offsets.commit.timeout.ms`.
+    pub commit_timeout_ms: u64,
+}
+
+impl GroupMetadataManager {
+    /// A manager appending through `rm`.
+    pub fn new(rm: &Arc<ReplicaManager>) -> Self {
+        GroupMetadataManager {
+            num_partitions: rm.config.offsets_topic_num_partitions,
+            commit_timeout_ms: rm.config.offsets_commit_timeout_ms.max(0) as u64,
+            rm: Arc::downgrade(rm),
+        }
+    }
+
+    /// The `__consumer_offsets` partition that holds `group`.
+    pub fn partition_for(&self, group: &str) -> i32 {
+        records::partition_for(group, self.partitions())
+    }
+
+    /// The partition count in force: the topic's own once it exists (so a topic created
+    /// with another count keeps every group in a partition that exists), else the config.
+    fn partitions(&self) -> i32 {
+        self.rm
+            .upgrade()
+            .and_then(|rm| rm.topic(OFFSETS_TOPIC))
+            .map(|t| t.partitions.len() as i32)
+            .unwrap_or(self.num_partitions)
+    }
+
+    /// `__consumer_offsets-N` for `group`.
+    pub fn topic_partition_for(&self, group: &str) -> TopicPartition {
+        TopicPartition::new(OFFSETS_TOPIC, self.partition_for(group))
+    }
+
+    /// Creates `__consumer_offsets` unless it exists. The error says why it cannot be
+    /// (e.g. `max.partitions`); callers answer COORDINATOR_NOT_AVAILABLE with it.
+    pub fn ensure_offsets_topic(&self) -> Result<(), String> {
+        let rm = self
+            .rm
+            .upgrade()
+            .ok_or_else(|| "the broker is shutting down".to_string())?;
+        if rm.topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        match rm.create_topic(topics::offsets_topic(&rm.config), false) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error == ResponseError::TopicAlreadyExists => Ok(()),
+            Err(e) => {
+                warn!(error = %e.message, "cannot create {OFFSETS_TOPIC}");
+                Err(format!("cannot create {OFFSETS_TOPIC}: {}", e.message))
+            }
+        }
+    }
+
+    /// Appends `records` (key, value or tombstone) for `group` with acks=-1, answering
+    /// `callback` with the append's own error (callers map it) once the high watermark
+    /// passes them, or `offsets.commit.timeout.ms` passes.
+    pub fn append(
+        &self,
+        ctx: &RequestContext,
+        group: &str,
+        records: &[(Bytes, Option<Bytes>)],
+        callback: AppendCallback,
+    ) {
+        let Some(rm) = self.rm.upgrade() else {
+            callback(Err(ResponseError::CoordinatorNotAvailable));
+            return;
+        };
+        if let Err(why) = self.ensure_offsets_topic() {
+            warn!(group, %why, "cannot store group state");
+            callback(Err(ResponseError::UnknownTopicOrPartition));
+            return;
+        }
+        let batch = match records::batch(records, wall_clock_ms()) {
+            Ok(batch) => batch,
+            Err(e) => {
+                warn!(group, error = %e, "cannot encode a __consumer_offsets batch");
+                callback(Err(ResponseError::UnknownServerError));
+                return;
+            }
+        };
+        let tp = self.topic_partition_for(group);
+        rm.append_records(
+            ctx,
+            self.commit_timeout_ms,
+            -1,
+            AppendOrigin::Coordinator,
+            vec![(tp, batch)],
+            Box::new(move |results| {
+                let outcome = match results.into_iter().next() {
+                    Some((_, r)) => match r.error {
+                        None => Ok(r.base_offset),
+                        Some(e) => Err(e),
+                    },
+                    None => Err(ResponseError::UnknownServerError),
+                };
+                callback(outcome);
+            }),
+        );
+    }
+}
+
+/// A record's timestamp, as a producer would stamp it (CreateTime, wall clock).
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// An offset commit's append error as the client sees it (Kafka's
+/// `maybeConvertOffsetCommitError`): not replicated in time or not enough replicas means
+/// "this coordinator cannot take commits now, find it again and retry".
+pub fn offset_commit_error(append: ResponseError) -> ResponseError {
+    use ResponseError::*;
+    match append {
+        UnknownTopicOrPartition
+        | NotEnoughReplicas
+        | NotEnoughReplicasAfterAppend
+        | RequestTimedOut => CoordinatorNotAvailable,
+        NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
+        MessageTooLarge | RecordListTooLarge | InvalidFetchSize => InvalidCommitOffsetSize,
+        other => other,
+    }
+}
+
+/// A group metadata append error as SyncGroup answers it (Kafka's `storeGroup`): a
+/// timeout sends the members back to rejoin (REBALANCE_IN_PROGRESS).
+pub fn store_group_error(append: ResponseError) -> ResponseError {
+    use ResponseError::*;
+    match append {
+        UnknownTopicOrPartition | NotEnoughReplicas | NotEnoughReplicasAfterAppend => {
+            CoordinatorNotAvailable
+        }
+        NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
+        RequestTimedOut => RebalanceInProgress,
+        MessageTooLarge | RecordListTooLarge | InvalidFetchSize => UnknownServerError,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_errors_map_as_in_kafka() {
+        use ResponseError::*;
+        for e in [
+            NotEnoughReplicas,
+            NotEnoughReplicasAfterAppend,
+            RequestTimedOut,
+            UnknownTopicOrPartition,
+        ] {
+            assert_eq!(offset_commit_error(e), CoordinatorNotAvailable, "{e:?}");
+        }
+        assert_eq!(offset_commit_error(NotLeaderOrFollower), NotCoordinator);
+        assert_eq!(
+            offset_commit_error(MessageTooLarge),
+            InvalidCommitOffsetSize
+        );
+        assert_eq!(store_group_error(RequestTimedOut), RebalanceInProgress);
+        assert_eq!(
+            store_group_error(NotEnoughReplicas),
+            CoordinatorNotAvailable
+        );
+        assert_eq!(store_group_error(MessageTooLarge), UnknownServerError);
+    }
+}

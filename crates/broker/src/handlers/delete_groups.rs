@@ -1,0 +1,37 @@
+//! DeleteGroups: deletes Empty groups and their committed offsets (tombstones go to
+//! `__consumer_offsets`). A group with members answers NON_EMPTY_GROUP, an unknown one
+//! GROUP_ID_NOT_FOUND.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::coordinator::GroupCoordinator;
+use crate::replica_manager::ReplicaManager;
+
+/// Handles a DeleteGroups request.
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    _ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> ResponseKind {
+    let ids: Vec<String> = req.groups_names.iter().map(|g| g.0.to_string()).collect();
+    let errors = match GroupCoordinator::of(rm) {
+        Some(c) => c.handle_delete_groups(&ids),
+        None => vec![Some(ResponseError::CoordinatorNotAvailable); ids.len()],
+    };
+    let results = req
+        .groups_names
+        .into_iter()
+        .zip(errors)
+        .map(|(group_id, error)| {
+            DeletableGroupResult::default()
+                .with_group_id(group_id)
+                .with_error_code(error.map_or(0, |e| e.code()))
+        })
+        .collect();
+    ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results))
+}

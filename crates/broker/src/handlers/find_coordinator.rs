@@ -1,0 +1,97 @@
+//! FindCoordinator: which broker coordinates a group. This one coordinates every group
+//! (it leads every partition of `__consumer_offsets`), so the answer is always itself —
+//! once `__consumer_offsets` exists: it is created here if it does not yet, and if it
+//! cannot be (`max.partitions`), the answer is COORDINATOR_NOT_AVAILABLE, as Kafka answers
+//! while its offsets topic is missing.
+//!
+//! v0-3 ask for one key; v4+ (KIP-699) for a batch of `coordinator_keys`, answered one
+//! entry each. Key type 0 is a group; 1 (a transactional id) gets COORDINATOR_NOT_AVAILABLE,
+//! since this broker has no transaction coordinator; anything else is INVALID_REQUEST.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
+};
+use kafka_protocol::ResponseError;
+
+use super::{metadata, sb, RequestContext};
+use crate::coordinator::GroupCoordinator;
+use crate::replica_manager::ReplicaManager;
+
+/// Kafka's `CoordinatorType.GROUP`.
+const GROUP: i8 = 0;
+/// Kafka's `CoordinatorType.TRANSACTION`.
+const TRANSACTION: i8 = 1;
+
+/// Handles a FindCoordinator request.
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> ResponseKind {
+    let (host, port) = metadata::advertised(rm);
+    let found = |key_type: i8| -> Result<(), (ResponseError, String)> {
+        match key_type {
+            GROUP => match GroupCoordinator::of(rm) {
+                Some(c) => c
+                    .find_coordinator()
+                    .map_err(|why| (ResponseError::CoordinatorNotAvailable, why)),
+                None => Err((
+                    ResponseError::CoordinatorNotAvailable,
+                    "no group coordinator".into(),
+                )),
+            },
+            TRANSACTION => Err((
+                ResponseError::CoordinatorNotAvailable,
+                "this broker has no transaction coordinator".into(),
+            )),
+            other => Err((
+                ResponseError::InvalidRequest,
+                format!("unknown coordinator key type {other}"),
+            )),
+        }
+    };
+    let v = ctx.api_version;
+    let mut response = FindCoordinatorResponse::default();
+    if v >= 4 {
+        let result = found(req.key_type);
+        response.coordinators = req
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                let entry = Coordinator::default().with_key(key);
+                match &result {
+                    Ok(()) => entry
+                        .with_node_id(BrokerId(rm.config.broker_id))
+                        .with_host(sb(&host))
+                        .with_port(port),
+                    Err((error, message)) => entry
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1)
+                        .with_error_code(error.code())
+                        .with_error_message(Some(sb(message))),
+                }
+            })
+            .collect();
+        return ResponseKind::FindCoordinator(response);
+    }
+    let key_type = if v >= 1 { req.key_type } else { GROUP };
+    match found(key_type) {
+        Ok(()) => {
+            response.node_id = BrokerId(rm.config.broker_id);
+            response.host = sb(&host);
+            response.port = port;
+        }
+        Err((error, message)) => {
+            response.node_id = BrokerId(-1);
+            response.port = -1;
+            response.error_code = error.code();
+            if v >= 1 {
+                response.error_message = Some(sb(&message));
+            }
+        }
+    }
+    ResponseKind::FindCoordinator(response)
+}
