@@ -18,6 +18,7 @@ let frame = null;          // the latest frame
 let frameAt = 0;           // performance.now() when it arrived
 let source = null;         // the EventSource
 const requests = new Map(); // seq -> request view
+const requestRows = new Map(); // seq -> {state, tr}: the request table's rows, reused while unchanged
 let events = [];           // replication events, newest first
 let flushes = [];          // bucket flushes seen, newest first
 let lastFlushNumber = -1;
@@ -263,15 +264,42 @@ function noteFlushes() {
 
 // ------------------------------------------------------------------ rendering
 
+// What each section was last drawn from: a section whose inputs are unchanged is left as
+// it is (a busy broker sends 11 frames a second, and most of a frame repeats the last).
+const drawn = {};
+
+// Calls `draw` unless `key` is what the section was last drawn from.
+function redraw(section, key, draw) {
+  if (drawn[section] === key) return;
+  drawn[section] = key;
+  draw();
+}
+
 function render() {
+  const st = frame.state;
   renderClock();
-  renderWheel();
-  renderPurgatories();
-  renderGroups();
-  renderPartitions();
-  renderFollowers();
-  renderEvents();
+  // The wheel moves with time only through frames; flashes and arrows fade between them.
+  const timer = { ...st.timer, now_ms: 0 };
+  const marks = [flashes.map((f) => [f.level, f.slot, f.kind]), arrows.map((a) => [a.level, a.slot, a.n])];
+  redraw('wheel', JSON.stringify([timer, marks, selected, producePending(st)]), renderWheel);
+  // Countdowns are moved on by the timer below, not by redrawing.
+  redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
+  redraw('groups', JSON.stringify(st.groups), renderGroups);
+  redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
+  // Redrawing the followers would also reset a fetch delay being typed.
+  redraw('followers', JSON.stringify(st.followers), renderFollowers);
+  redraw('events', events.length ? events[0].seq : -1, renderEvents);
   renderRequests();
+  renderCountdowns();
+}
+
+// The deadlines of parked produces (the wheel outlines their buckets).
+function producePending(st) {
+  const out = [];
+  for (const p of Object.values(st.purgatories || {})) {
+    if (p && p.name === 'Produce') for (const op of p.pending || []) out.push(op.deadline_ms);
+  }
+  return out;
 }
 
 function renderClock() {
@@ -295,6 +323,56 @@ function arcPath(cx, cy, r0, r1, a0, a1) {
   return `M ${p(r1, a0)} A ${r1} ${r1} 0 0 1 ${p(r1, a1)} L ${p(r0, a1)} A ${r0} ${r0} 0 0 0 ${p(r0, a0)} Z`;
 }
 
+// The wheel's geometry: ring radii, width per level, title space.
+const WHEEL = { R: 64, r0: 40, W: 2 * 64 + 34, top: 30, H: 2 * 64 + 30 + 34 };
+let wheelView = null; // {shape, rings: [{cx, cy, segs: [{path, title, count}], hand, now, moved}], arrows}
+
+function setIfChanged(el, name, value) {
+  const v = String(value);
+  if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
+function textIfChanged(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+// The rings of a wheel with these levels, empty, put in the page.
+function buildWheel(levels, shape) {
+  const { R, r0, W, top, H } = WHEEL;
+  const svg = s('svg', { viewBox: `0 0 ${Math.max(1, levels.length) * W} ${H}`, role: 'img', 'aria-label': 'hierarchical timing wheel' });
+  svg.append(s('defs', {}, s('marker', { id: 'arrowhead', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
+    s('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#2563eb' }))));
+  const rings = levels.map((l, i) => {
+    const cx = i * W + W / 2, cy = top + R;
+    const size = l.wheel_size;
+    const g = s('g', { class: 'ring', 'data-level': l.level });
+    g.append(s('text', { x: cx, y: 12, 'text-anchor': 'middle', class: 'ring-title' }, `level ${l.level}`));
+    g.append(s('text', { x: cx, y: 25, 'text-anchor': 'middle', class: 'ring-sub' }, `tick ${dur(l.tick_ms)} × ${size} = ${dur(l.interval_ms)}`));
+    const segs = [];
+    for (let slot = 0; slot < size; slot++) {
+      const a0 = -Math.PI / 2 + (slot * 2 * Math.PI) / size;
+      const a1 = a0 + (2 * Math.PI) / size;
+      const title = s('title', {});
+      const path = s('path', { d: arcPath(cx, cy, r0, R, a0, a1), class: 'seg', 'data-level': l.level, 'data-slot': slot, 'data-entries': 0 }, title);
+      const am = (a0 + a1) / 2, rm = (R + r0) / 2;
+      const count = s('text', { x: (cx + rm * Math.cos(am)).toFixed(2), y: (cy + rm * Math.sin(am) + 3).toFixed(2), 'text-anchor': 'middle', class: 'seg-count' });
+      g.append(path);
+      segs.push({ path, title, count });
+    }
+    for (const seg of segs) g.append(seg.count);
+    const hand = s('line', { x1: cx, y1: cy, x2: cx, y2: cy - r0 + 4, class: 'hand' });
+    const now = s('text', { x: cx, y: top + 2 * R + 14, 'text-anchor': 'middle', class: 'ring-sub' });
+    const moved = s('text', { x: cx, y: top + 2 * R + 27, 'text-anchor': 'middle', class: 'ring-sub' });
+    g.append(hand, s('circle', { cx, cy, r: 3, fill: '#1d2330' }), now, moved);
+    svg.append(g);
+    return { cx, cy, segs, hand, now, moved };
+  });
+  const arrows = s('g', { class: 'arrows' });
+  svg.append(arrows);
+  fill('wheel', svg);
+  return { shape, rings, arrows };
+}
+
 function renderWheel() {
   const timer = frame.state.timer;
   const levels = timer.levels || [];
@@ -304,7 +382,6 @@ function renderWheel() {
   arrows = arrows.filter((a) => a.until > now);
   document.getElementById('wheel-summary').textContent =
     `${n(timer.pending)} timer(s) pending · wheel time ${n(timer.current_time_ms)} ms · ${levels.length} level(s)`;
-  const R = 64, r0 = 40, W = 2 * R + 34, top = 30, H = 2 * R + top + 34;
   // The buckets holding a parked produce's timeout are outlined.
   const produceBuckets = new Set();
   for (const p of Object.values(frame.state.purgatories || {})) {
@@ -314,67 +391,60 @@ function renderWheel() {
       if (b) produceBuckets.add(`${b.level}/${b.slot}`);
     }
   }
-  const svg = s('svg', { viewBox: `0 0 ${Math.max(1, levels.length) * W} ${H}`, role: 'img', 'aria-label': 'hierarchical timing wheel' });
-  svg.append(s('defs', {}, s('marker', { id: 'arrowhead', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
-    s('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#2563eb' }))));
-  const centers = [];
+  // The rings are built once for the wheel's shape (levels appear on demand); each frame
+  // then only changes what moved: segment classes and counts, hands, labels, arrows.
+  const shape = JSON.stringify(levels.map((l) => [l.level, l.tick_ms, l.wheel_size]));
+  if (!wheelView || wheelView.shape !== shape) wheelView = buildWheel(levels, shape);
+  const byBucket = new Map(buckets.map((b) => [`${b.level}/${b.slot}`, b]));
+  const flashAt = new Map(flashes.map((f) => [`${f.level}/${f.slot}`, f.kind]));
   levels.forEach((l, i) => {
-    const cx = i * W + W / 2, cy = top + R;
-    centers.push([cx, cy]);
+    const ring = wheelView.rings[i];
     const size = l.wheel_size;
     const cursor = Math.floor(l.current_time_ms / l.tick_ms) % size;
-    const g = s('g', { class: 'ring', 'data-level': l.level });
-    g.append(s('text', { x: cx, y: 12, 'text-anchor': 'middle', class: 'ring-title' }, `level ${l.level}`));
-    g.append(s('text', { x: cx, y: 25, 'text-anchor': 'middle', class: 'ring-sub' }, `tick ${dur(l.tick_ms)} × ${size} = ${dur(l.interval_ms)}`));
     for (let slot = 0; slot < size; slot++) {
-      const a0 = -Math.PI / 2 + (slot * 2 * Math.PI) / size;
-      const a1 = a0 + (2 * Math.PI) / size;
-      const b = buckets.find((x) => x.level === l.level && x.slot === slot);
+      const key = `${l.level}/${slot}`;
+      const b = byBucket.get(key);
       let cls = 'seg';
       if (b) cls += b.entries > 5 ? ' full many' : ' full';
       if (slot === cursor) cls += ' cursor';
-      const fl = flashes.find((f) => f.level === l.level && f.slot === slot);
-      if (fl) cls += fl.kind === 'fire' ? ' flash-fire' : ' flash-cascade';
+      const fl = flashAt.get(key);
+      if (fl) cls += fl === 'fire' ? ' flash-fire' : ' flash-cascade';
       if (selected && selected.level === l.level && selected.slot === slot) cls += ' selected';
-      else if (produceBuckets.has(`${l.level}/${slot}`)) cls += ' holds-produce';
-      const title = b
+      else if (produceBuckets.has(key)) cls += ' holds-produce';
+      const seg = ring.segs[slot];
+      setIfChanged(seg.path, 'class', cls);
+      setIfChanged(seg.path, 'data-entries', b ? b.entries : 0);
+      textIfChanged(seg.title, b
         ? `level ${l.level} slot ${slot}: ${b.entries} timer(s), flushed at ${n(b.expiration_ms)} ms`
-        : `level ${l.level} slot ${slot}: empty`;
-      const seg = s('path', { d: arcPath(cx, cy, r0, R, a0, a1), class: cls, 'data-level': l.level, 'data-slot': slot, 'data-entries': b ? b.entries : 0 }, s('title', {}, title));
-      g.append(seg);
-      if (b) {
-        const am = (a0 + a1) / 2, rm = (R + r0) / 2;
-        g.append(s('text', { x: cx + rm * Math.cos(am), y: cy + rm * Math.sin(am) + 3, 'text-anchor': 'middle', class: 'seg-count' }, b.entries));
-      }
+        : `level ${l.level} slot ${slot}: empty`);
+      textIfChanged(seg.count, b ? String(b.entries) : '');
     }
     // The hand: the level's current time.
     const am = -Math.PI / 2 + ((cursor + 0.5) * 2 * Math.PI) / size;
-    g.append(s('line', { x1: cx, y1: cy, x2: cx + (r0 - 4) * Math.cos(am), y2: cy + (r0 - 4) * Math.sin(am), class: 'hand' }));
-    g.append(s('circle', { cx, cy, r: 3, fill: '#1d2330' }));
-    const inLevel = buckets.filter((x) => x.level === l.level);
-    const count = inLevel.reduce((a, b) => a + b.entries, 0);
-    g.append(s('text', { x: cx, y: top + 2 * R + 14, 'text-anchor': 'middle', class: 'ring-sub' }, `now ${n(l.current_time_ms)} · ${count} timer(s)`));
+    setIfChanged(ring.hand, 'x2', (ring.cx + (WHEEL.r0 - 4) * Math.cos(am)).toFixed(2));
+    setIfChanged(ring.hand, 'y2', (ring.cy + (WHEEL.r0 - 4) * Math.sin(am)).toFixed(2));
+    const count = buckets.filter((x) => x.level === l.level).reduce((a, x) => a + x.entries, 0);
+    textIfChanged(ring.now, `now ${n(l.current_time_ms)} · ${count} timer(s)`);
     const moved = [];
     if (l.cascaded !== undefined) moved.push(`${n(l.cascaded)} cascaded`);
     if (l.fired !== undefined) moved.push(`${n(l.fired)} fired`);
-    if (moved.length) g.append(s('text', { x: cx, y: top + 2 * R + 27, 'text-anchor': 'middle', class: 'ring-sub' }, moved.join(' · ')));
-    svg.append(g);
+    textIfChanged(ring.moved, moved.join(' · '));
   });
   // The cascade: an arrow from a flushed bucket down to the finer level.
-  for (const a of arrows) {
-    const from = centers[a.level], to = centers[a.level - 1];
-    if (!from || !to) continue;
+  const { R, top } = WHEEL;
+  if (arrows.length || wheelView.arrows.childElementCount) wheelView.arrows.replaceChildren(...arrows.flatMap((a) => {
+    const from = wheelView.rings[a.level], to = wheelView.rings[a.level - 1];
+    if (!from || !to) return [];
     const size = levels[a.level].wheel_size;
     const am = -Math.PI / 2 + ((a.slot + 0.5) * 2 * Math.PI) / size;
-    const x1 = from[0] + R * Math.cos(am), y1 = from[1] + R * Math.sin(am);
-    const x2 = to[0] + R + 2, y2 = to[1];
+    const x1 = from.cx + R * Math.cos(am), y1 = from.cy + R * Math.sin(am);
+    const x2 = to.cx + R + 2, y2 = to.cy;
     const life = Math.max(0, Math.min(1, (a.until - now) / 1800));
     const qx = (x1 + x2) / 2, qy = top + 8;
-    svg.append(s('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }));
-    svg.append(s('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) },
-      `${a.n} → L${a.level - 1}`));
-  }
-  fill('wheel', svg);
+    return [s('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }),
+      s('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) },
+        `${a.n} → L${a.level - 1}`)];
+  }));
 
   // The bucket queue.
   const sorted = [...buckets].sort((a, b) => a.expiration_ms - b.expiration_ms);
@@ -382,7 +452,8 @@ function renderWheel() {
   fill('bucket-queue', sorted.length ? sorted.map((b, i) =>
     h('span', { class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
       title: `level ${b.level} slot ${b.slot}: flushed at ${n(b.expiration_ms)} ms` },
-    h('b', {}, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} (in ${n(Math.max(0, Math.round(b.expiration_ms - now2)))} ms) ×${b.entries}`))
+    h('b', {}, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} `,
+    h('span', { class: 'countdown', 'data-at': b.expiration_ms }, `(in ${n(Math.max(0, Math.round(b.expiration_ms - now2)))} ms)`), ` ×${b.entries}`))
     : h('span', { class: 'empty' }, 'empty: the driver sleeps with no deadline'));
 
   // The flush log.
@@ -572,49 +643,84 @@ function renderRequests() {
     .sort((a, b) => b.seq - a.seq)
     .slice(0, SHOWN_REQUESTS);
   const body = document.querySelector('#requests tbody');
-  body.replaceChildren(...rows.map((r) => {
-    const ph = r.phases_ms;
-    const waiting = r.state !== 'done';
-    const total = ph.total ?? null;
-    const segs = PHASES.map((k) => {
-      const v = ph[k];
-      if (v === null || v === undefined) return null;
-      return h('span', { class: `ph ${k}`, style: `flex-grow:${Math.max(v, total ? total / 400 : 0.0001)}`, title: `${PHASE_LABEL[k]} ${msText(v)} ms` });
-    });
-    if (waiting && r.purgatory) segs.push(h('span', { class: 'waiting', style: 'flex-grow:1000', title: 'parked: waiting in the purgatory' }));
-    const phaseText = waiting
-      ? (r.purgatory ? `parked in ${r.purgatory} for ${n(Math.max(0, Math.round(now - r.at_ms)))} ms (broker clock), deadline ${n(r.deadline_ms)}` : 'in flight')
-      : PHASES.map((k) => `${PHASE_LABEL[k]} ${msText(ph[k])}`).join(' · ') + ' ms';
-    const tps = r.partitions.map((p) => {
-      let t = `${p.topic}-${p.partition}`;
-      if (r.request === 'Produce' && p.offset >= 0) t += ` @${p.offset}`;
-      if (r.request.startsWith('Fetch')) t += ` from ${p.offset}`;
-      return t;
-    }).join(', ');
-    const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
-    return h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
-      h('td', { class: 'num' }, r.seq),
-      h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
-      h('td', { class: 'client' }, who),
-      h('td', { class: 'tps' }, tps),
-      h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
-      h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
-      h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
-  }));
-  if (!rows.length) body.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
+  const shown = rows.map((r) => {
+    // A finished request's row never changes: built once, then reused.
+    const cached = requestRows.get(r.seq);
+    if (cached && cached.state === 'done' && r.state === 'done') return cached.tr;
+    const tr = requestRow(r, now);
+    requestRows.set(r.seq, { state: r.state, tr });
+    return tr;
+  });
+  const keep = new Set(rows.map((r) => r.seq));
+  for (const seq of [...requestRows.keys()]) if (!keep.has(seq)) requestRows.delete(seq);
+  if (!rows.length) {
+    body.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
+    return;
+  }
+  // Only new and changed rows go in; the rest stay where they are (new rows arrive at the
+  // top and push the oldest out at the bottom), so the browser lays out only what moved.
+  shown.forEach((tr, i) => {
+    const at = body.children[i];
+    if (at !== tr) body.insertBefore(tr, at || null);
+  });
+  while (body.children.length > shown.length) body.lastElementChild.remove();
 }
 
-// Between frames: the clock and the countdowns move on.
-setInterval(() => {
-  if (!frame) return;
-  renderClock();
+// One row of the request table.
+function requestRow(r, now) {
+  const ph = r.phases_ms;
+  const waiting = r.state !== 'done';
+  const total = ph.total ?? null;
+  const segs = PHASES.map((k) => {
+    const v = ph[k];
+    if (v === null || v === undefined) return null;
+    return h('span', { class: `ph ${k}`, style: `flex-grow:${Math.max(v, total ? total / 400 : 0.0001)}`, title: `${PHASE_LABEL[k]} ${msText(v)} ms` });
+  });
+  if (waiting && r.purgatory) segs.push(h('span', { class: 'waiting', style: 'flex-grow:1000', title: 'parked: waiting in the purgatory' }));
+  const phaseText = waiting
+    ? (r.purgatory ? `parked in ${r.purgatory} for ${n(Math.max(0, Math.round(now - r.at_ms)))} ms (broker clock), deadline ${n(r.deadline_ms)}` : 'in flight')
+    : PHASES.map((k) => `${PHASE_LABEL[k]} ${msText(ph[k])}`).join(' · ') + ' ms';
+  const tps = r.partitions.map((p) => {
+    let t = `${p.topic}-${p.partition}`;
+    if (r.request === 'Produce' && p.offset >= 0) t += ` @${p.offset}`;
+    if (r.request.startsWith('Fetch')) t += ` from ${p.offset}`;
+    return t;
+  }).join(', ');
+  const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
+  return h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
+    h('td', { class: 'num' }, r.seq),
+    h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
+    h('td', { class: 'client' }, who),
+    h('td', { class: 'tps' }, tps),
+    h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
+    h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
+    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
+}
+
+// The countdowns to deadlines and bucket flushes, on the broker clock.
+function renderCountdowns() {
   const now = nowMs();
   for (const tr of document.querySelectorAll('tr.pending-op')) {
     const d = Number(tr.getAttribute('data-deadline'));
     const cell = tr.children[4];
-    if (cell) cell.textContent = `${n(d)} (in ${n(Math.max(0, Math.round(d - now)))} ms)`;
+    if (cell) textIfChanged(cell, `${n(d)} (in ${n(Math.max(0, Math.round(d - now)))} ms)`);
   }
-  if (flashes.length || arrows.length) renderWheel();
+  for (const el of document.querySelectorAll('#bucket-queue .countdown')) {
+    textIfChanged(el, `(in ${n(Math.max(0, Math.round(Number(el.getAttribute('data-at')) - now)))} ms)`);
+  }
+}
+
+// Between frames: the clock and the countdowns move on. Skipped while frames arrive (each
+// frame draws them), so a busy page repaints once per frame, not twice.
+setInterval(() => {
+  if (!frame || performance.now() - frameAt < 100) return;
+  renderClock();
+  renderCountdowns();
+  // Fading flashes and arrows.
+  if (flashes.length || arrows.length) {
+    drawn.wheel = null;
+    renderWheel();
+  }
 }, 100);
 
 setupControls();
