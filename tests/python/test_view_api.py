@@ -186,3 +186,64 @@ def test_api_requests_filters_by_client_and_topic(broker):
     assert none == []
     followers = call(broker, "GET", "/api/requests?followers=0&limit=500")["requests"]
     assert not any(r["request"] == "FetchFollower" for r in followers)
+
+
+def test_the_stream_sends_ten_frames_a_second_while_things_change_and_none_when_idle():
+    """The page's stream: at least 10 frames a second while produces flow, none while
+    nothing changes (a manual clock: no timeout or long poll moves on by itself)."""
+    import statistics
+    import threading
+    import time
+
+    from confluent_kafka import Producer
+
+    b = Broker(["--clock", "manual"])
+    try:
+        follow_topic(b, "rate")
+        arrivals = []
+        stream = urllib.request.urlopen(b.admin + "/api/view/stream", timeout=60)
+
+        def read():
+            try:
+                for line in stream:
+                    if line.startswith(b"event: frame"):
+                        arrivals.append(time.monotonic())
+            except OSError:
+                pass  # the broker stopped at the end of the test
+
+        threading.Thread(target=read, daemon=True).start()
+        wait_for("the first frame", lambda: arrivals)
+
+        # Busy: acks=all produces one after the other, each completed by the followers.
+        stop = threading.Event()
+        delivered = []
+
+        def produce():
+            p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+            while not stop.is_set():
+                p.produce("rate", b"x", on_delivery=lambda err, _m: delivered.append(err))
+                p.flush(10)
+
+        producer = threading.Thread(target=produce)
+        busy_from = time.monotonic()
+        producer.start()
+        try:
+            wait_for("30 frames while produces flow",
+                     lambda: len([t for t in arrivals if t > busy_from]) >= 31, timeout=30)
+        finally:
+            stop.set()
+            producer.join()
+        assert delivered and all(err is None for err in delivered)
+        busy = [t for t in arrivals if t > busy_from][:31]
+        gaps = [b2 - b1 for b1, b2 in zip(busy, busy[1:])]
+        # At most 11 a second by design (one every 90 ms); the median gap says how often
+        # the page heard of a change, whatever one hiccup of a shared machine did.
+        assert statistics.median(gaps) <= 0.1, gaps
+
+        # Idle: once the last produce's frame is out, nothing changes and nothing is sent.
+        wait_for("the stream to settle", lambda: time.monotonic() - arrivals[-1] > 0.5)
+        settled = len(arrivals)
+        time.sleep(2)  # a window to count in, not a wait for an event
+        assert len(arrivals) == settled, "frames sent while nothing changed"
+    finally:
+        b.stop()  # which ends the stream and its reader
