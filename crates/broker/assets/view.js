@@ -11,7 +11,9 @@
 const SVG = 'http://www.w3.org/2000/svg';
 const MAX_REQUESTS = 300;
 const MAX_EVENTS = 200;
-const SHOWN_REQUESTS = 60;
+// Rows in the request table: the panel shows about ten; the filters reach the rest of the
+// page's last 300. Every row costs layout on each frame of a busy broker.
+const SHOWN_REQUESTS = 30;
 const SHOWN_PENDING = 12;
 
 let frame = null;          // the latest frame
@@ -289,7 +291,7 @@ function render() {
   // Redrawing the followers would also reset a fetch delay being typed.
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
   redraw('events', events.length ? events[0].seq : -1, renderEvents);
-  renderRequests();
+  scheduleRequests();
   renderCountdowns();
 }
 
@@ -633,7 +635,23 @@ function causeText(r) {
 const PHASES = ['request_queue', 'local', 'remote', 'response_queue', 'response_send'];
 const PHASE_LABEL = { request_queue: 'queue', local: 'local', remote: 'remote', response_queue: 'resp-queue', response_send: 'send' };
 
+// The request table is a log: on a busy broker each frame brings 20 new rows, more than
+// anyone reads, and rows are most of what a frame costs the browser to lay out. So it is
+// redrawn at most every REQUESTS_EVERY_MS (the rest of the page follows every frame);
+// rows that arrive in between show with the next redraw.
+const REQUESTS_EVERY_MS = 250;
+let requestsDrawnAt = -Infinity;
+let requestsTimer = null;
+
+function scheduleRequests() {
+  const wait = REQUESTS_EVERY_MS - (performance.now() - requestsDrawnAt);
+  if (wait <= 0) renderRequests();
+  else if (!requestsTimer) requestsTimer = setTimeout(renderRequests, wait);
+}
+
 function renderRequests() {
+  requestsDrawnAt = performance.now();
+  if (requestsTimer) { clearTimeout(requestsTimer); requestsTimer = null; }
   const client = document.getElementById('filter-client').value.trim().toLowerCase();
   const topic = document.getElementById('filter-topic').value.trim().toLowerCase();
   const now = nowMs();

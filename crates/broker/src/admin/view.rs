@@ -53,7 +53,7 @@ const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const VIEW_JS: &str = include_str!("../../assets/view.js");
 const VIEW_CSS: &str = include_str!("../../assets/view.css");
 
-/// Requests listed in a stream's first frame (the page shows 60).
+/// Requests listed in a stream's first frame (the page shows 30, and filters them).
 const FIRST_FRAME_REQUESTS: usize = 60;
 /// New requests sent per frame at most: the page keeps the newest, and a busy broker's
 /// thousands a second could not be read anyway. Frames carry each request's one-line
