@@ -4,7 +4,8 @@
 # On a fresh machine it installs what the tests need, then runs every suite:
 #   1. formatting and lints (cargo fmt, cargo clippy -D warnings)
 #   2. the Rust workspace tests (unit, property, integration with librdkafka)
-#   3. real-client tests in Python (kafka-python) from a venv it creates
+#   3. real-client tests in Python (kafka-python, confluent-kafka) from a venv it creates,
+#      and the live view in Debian's headless chromium (selenium + chromium-driver)
 #   4. the demo scripts, which are tests too
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,9 @@ command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # Debian splits `python3 -m venv` (and the pip it bootstraps) into its own package.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The live view's browser test: Debian's chromium and its chromedriver (no browser download).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if ((${#need_apt[@]})); then
     step "installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -28,10 +32,11 @@ if ((${#need_apt[@]})); then
 fi
 
 VENV="$ROOT/.venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest, yaml, confluent_kafka' 2>/dev/null; then
-    step "creating Python venv with kafka-python, confluent-kafka and pytest"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import kafka, pytest, yaml, confluent_kafka, selenium, prometheus_client' 2>/dev/null; then
+    step "creating Python venv with kafka-python, confluent-kafka, pytest, selenium and prometheus-client"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' 'confluent-kafka>=2.6' pytest pyyaml
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'kafka-python>=3,<4' 'confluent-kafka>=2.6' pytest pyyaml \
+        'selenium>=4.20' 'prometheus-client>=0.20'
 fi
 
 if [ ! -d tests/node/node_modules/kafkajs ]; then
@@ -51,8 +56,9 @@ cargo build --release -q --workspace --bins
 cargo test --workspace -q 2>&1
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-    step "real-client tests: kafka-python, confluent-kafka, kafkajs"
-    PURGATORY_BIN="$ROOT/target/release/purgatory" "$VENV/bin/python" -m pytest -q tests/python
+    step "real-client tests: kafka-python, confluent-kafka, kafkajs; the live view in headless chromium"
+    # Selenium must use Debian's chromedriver, never try to download one.
+    SE_OFFLINE=true PURGATORY_BIN="$ROOT/target/release/purgatory" "$VENV/bin/python" -m pytest -q tests/python
 fi
 
 if [ -d scripts/demos ]; then

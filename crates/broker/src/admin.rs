@@ -32,6 +32,10 @@ use crate::coordinator::GroupCoordinator;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
+mod clock;
+pub mod metrics;
+pub mod view;
+
 /// Most pending operations listed per purgatory in `/api/state`.
 const MAX_PENDING_SHOWN: usize = 200;
 /// Most groups listed in `/api/state`.
@@ -76,6 +80,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/followers", get(get_followers))
         .route("/api/followers/{id}/{action}", post(post_follower))
         .route("/api/clock/advance", post(post_clock_advance))
+        // The live view (`/`, its stream, `/api/requests`, clock freeze, send) and `/metrics`.
+        .merge(view::routes())
+        .route("/metrics", get(metrics::get_metrics))
         .with_state(state)
 }
 
@@ -260,7 +267,7 @@ async fn post_clock_advance(
     if !s.rm.timer.is_manual() {
         return error(
             StatusCode::CONFLICT,
-            "the broker runs on the system clock; start it with --clock manual",
+            "the broker's system clock is running: freeze it first (POST /api/clock/freeze), or start it with --clock manual",
         );
     }
     let ms = match number_arg(&query, &body, "ms") {

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
@@ -37,6 +37,7 @@ use tracing::{debug, warn};
 
 use crate::handlers::{self, api_versions, Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
+use crate::telemetry::{Outcome, RequestName, RequestTiming, Telemetry};
 
 /// A frame whose bytes stop arriving for this long is abandoned (the client is gone or
 /// hostile); an idle connection between frames may stay open indefinitely.
@@ -56,6 +57,8 @@ struct Slot {
     reply: Reply,
     /// Bytes reserved in the connection's [`ResponseBudget`] until this slot is written.
     reserved: usize,
+    /// Its phase times so far, for the request log and metrics (`None` if untraced).
+    timing: Option<RequestTiming>,
 }
 
 /// Bounds the response bytes one connection may have built but not yet written.
@@ -132,7 +135,14 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
     let (reader, writer) = stream.into_split();
     let (slots_tx, slots_rx) = mpsc::channel::<Slot>(rm.config.max_in_flight_per_connection);
     let budget = Arc::new(ResponseBudget::new(RESPONSE_BUDGET_BYTES));
-    let mut write_task = tokio::spawn(write_loop(writer, slots_rx, budget.clone(), peer));
+    let telemetry = rm.telemetry.clone();
+    let mut write_task = tokio::spawn(write_loop(
+        writer,
+        slots_rx,
+        budget.clone(),
+        peer,
+        telemetry,
+    ));
     let outcome = tokio::select! {
         outcome = read_loop(&rm, reader, slots_tx, &budget, peer) => outcome,
         // The writer only stops early on a write error: the socket is gone.
@@ -168,16 +178,30 @@ async fn read_loop(
             Ok(None) => return Close::Eof,
             Err(close) => return close,
         };
+        let received = Instant::now();
         let slot = match decode_frame(frame, peer) {
             Ok(Decoded::Answered(slot)) => slot,
             Ok(Decoded::Request {
-                ctx,
+                mut ctx,
                 api_key,
                 request,
             }) => {
+                let name = RequestName::of(api_key, &request);
+                ctx.trace = rm.telemetry.begin(name, &ctx, received, rm.now_ms());
+                let (trace, api_version) = (ctx.trace, ctx.api_version);
                 let reserved = response_reservation(rm, &request);
                 budget.reserve(reserved).await;
-                handle(rm, ctx, api_key, request, reserved)
+                let local_start = Instant::now();
+                let mut slot = handle(rm, ctx, api_key, request, reserved);
+                slot.timing = Some(RequestTiming {
+                    trace,
+                    name,
+                    api_version,
+                    received,
+                    local_start,
+                    local_end: Instant::now(),
+                });
+                slot
             }
             Err(close) => return close,
         };
@@ -373,6 +397,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
             ))),
             reserved: 0,
+            timing: None,
         }));
     }
     if api_version < min || api_version > max {
@@ -415,6 +440,7 @@ fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Close> {
             .unwrap_or_default(),
         api_version,
         peer,
+        trace: crate::telemetry::TraceId::NONE,
     };
     Ok(Decoded::Request {
         ctx,
@@ -447,6 +473,7 @@ fn handle(
         api_version: ctx.api_version,
         reply,
         reserved,
+        timing: None,
     }
 }
 
@@ -487,8 +514,21 @@ async fn write_loop(
     mut slots: mpsc::Receiver<Slot>,
     budget: Arc<ResponseBudget>,
     peer: SocketAddr,
+    telemetry: Arc<Telemetry>,
 ) {
+    // Closes a request's record in the request log (phase times, metrics).
+    let finish = |timing: Option<RequestTiming>,
+                  answered: Option<Instant>,
+                  send_start: Instant,
+                  outcome: Outcome| {
+        if let Some(timing) = timing {
+            telemetry.finish(&timing, answered, send_start, Instant::now(), outcome);
+        }
+    };
     let mut out = OutBuf::default();
+    // The requests whose responses are in `out`: (timing, answered at, encoding started at),
+    // finished in the request log once the write is done. Reused between writes.
+    let mut in_out: Vec<(Option<RequestTiming>, Option<Instant>, Instant)> = Vec::new();
     // A slot taken off the queue whose response was not ready yet: it goes first next time.
     let mut carried: Option<Slot> = None;
     loop {
@@ -510,23 +550,25 @@ async fn write_loop(
                 api_version,
                 reply,
                 reserved: slot_reserved,
+                timing,
             } = slot;
             let response = match reply {
                 Reply::Close(reason) => {
                     // The responses queued before this one still go out first.
                     warn!(%peer, ?api_key, correlation_id, %reason, "closing connection");
+                    finish(timing, None, Instant::now(), Outcome::Closed);
                     failed = true;
                     break;
                 }
                 Reply::Nothing => None,
-                Reply::Now(response) => Some(*response),
+                Reply::Now(response) => Some((None, *response)),
                 Reply::Later(rx) if may_wait => match rx.await {
-                    Ok(response) => Some(response),
+                    Ok(response) => Some((Some(Instant::now()), response)),
                     // The operation was dropped without answering (broker shutting down).
                     Err(_) => return,
                 },
                 Reply::Later(mut rx) => match rx.try_recv() {
-                    Ok(response) => Some(response),
+                    Ok(response) => Some((Some(Instant::now()), response)),
                     Err(oneshot::error::TryRecvError::Empty) => {
                         carried = Some(Slot {
                             correlation_id,
@@ -534,6 +576,7 @@ async fn write_loop(
                             api_version,
                             reply: Reply::Later(rx),
                             reserved: slot_reserved,
+                            timing,
                         });
                         break;
                     }
@@ -542,11 +585,17 @@ async fn write_loop(
             };
             may_wait = false;
             reserved += slot_reserved;
-            if let Some(response) = response {
-                if let Err(e) = out.push_response(correlation_id, api_version, &response) {
-                    warn!(%peer, ?api_key, version = api_version, error = %e, "could not encode response; closing connection");
-                    failed = true;
-                    break;
+            match response {
+                None => finish(timing, None, Instant::now(), Outcome::NoResponse),
+                Some((answered, response)) => {
+                    let send_start = Instant::now();
+                    if let Err(e) = out.push_response(correlation_id, api_version, &response) {
+                        warn!(%peer, ?api_key, version = api_version, error = %e, "could not encode response; closing connection");
+                        finish(timing, answered, send_start, Outcome::Closed);
+                        failed = true;
+                        break;
+                    }
+                    in_out.push((timing, answered, send_start));
                 }
             }
             if out.len() >= COALESCE_BYTES {
@@ -557,6 +606,14 @@ async fn write_loop(
         // The responses before a failed one still go out, in order, as they always did.
         let written = out.write_to(&mut writer).await;
         budget.release(reserved);
+        let outcome = if written.is_ok() {
+            Outcome::Sent
+        } else {
+            Outcome::Closed
+        };
+        for (timing, answered, send_start) in in_out.drain(..) {
+            finish(timing, answered, send_start, outcome);
+        }
         if let Err(e) = written {
             debug!(%peer, error = %e, "write failed; client gone");
             return;

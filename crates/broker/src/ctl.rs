@@ -4,9 +4,11 @@
 //! ISR, the purgatories and what each parked request waits for, the timing wheel, the
 //! followers — in plain words. `purgatory ctl groups` prints the consumer groups with their
 //! members and the DelayedJoin / DelayedSync / DelayedHeartbeat each waits in.
-//! `purgatory ctl follower 2 pause` steers a follower. Any failure (broker unreachable,
-//! unknown follower, bad value) exits non-zero.
+//! `purgatory ctl follower 2 pause` steers a follower. `purgatory ctl trace` streams each
+//! request's story as it finishes. Any failure (broker unreachable, unknown follower, bad
+//! value) exits non-zero.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -354,4 +356,158 @@ pub fn render_state(state: &Value) -> String {
         );
     }
     out
+}
+
+/// What `ctl trace` shows.
+#[derive(Debug, Default, Clone)]
+pub struct TraceOptions {
+    /// Only this client id.
+    pub client: Option<String>,
+    /// Only requests that touched this topic.
+    pub topic: Option<String>,
+    /// Only this Kafka request name (`Produce`, `FetchConsumer`, ...).
+    pub request: Option<String>,
+    /// Include replication traffic (follower fetches and the followers' other requests).
+    pub followers: bool,
+    /// Print each step and the Kafka phase times under the story.
+    pub phases: bool,
+    /// Stop after this many requests.
+    pub count: Option<u64>,
+}
+
+/// Percent-encodes a query value.
+fn query_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `ctl trace`: streams each finished request's story, one line per request (Kafka's
+/// phases under it with `--phases`), until interrupted or `--count` requests were shown.
+///
+/// It long-polls `GET /api/requests`: each answer lists the requests after the oldest one
+/// still open, so a request parked for seconds is shown when it finishes, in the order
+/// requests finish.
+pub fn trace(admin: &str, options: &TraceOptions) -> anyhow::Result<()> {
+    let mut filters = String::new();
+    for (name, value) in [
+        ("client", &options.client),
+        ("topic", &options.topic),
+        ("request", &options.request),
+    ] {
+        if let Some(v) = value {
+            filters.push_str(&format!("&{name}={}", query_value(v)));
+        }
+    }
+    if !options.followers {
+        filters.push_str("&followers=0");
+    }
+    let first = call(admin, "GET", "/api/requests?limit=0", "", None)?;
+    let mut after = first["next_seq"].as_u64().unwrap_or(1).saturating_sub(1);
+    let mut finished = first["finished"].as_u64().unwrap_or(0);
+    eprintln!("following requests from #{} (Ctrl-C to stop)", after + 1);
+    let mut shown: HashSet<u64> = HashSet::new();
+    let mut count = 0u64;
+    let stdout = std::io::stdout();
+    loop {
+        let path = format!(
+            "/api/requests?after={after}&limit=4096&finished_after={finished}&wait_ms=10000{filters}"
+        );
+        let answer = call(admin, "GET", &path, "", None)?;
+        finished = answer["finished"].as_u64().unwrap_or(finished);
+        let mut requests: Vec<&Value> = answer["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        requests.reverse(); // oldest first
+        let mut oldest_open = None;
+        let mut newest = after;
+        for r in requests {
+            let seq = r["seq"].as_u64().unwrap_or(0);
+            newest = newest.max(seq);
+            if r["state"] != "done" {
+                oldest_open = Some(oldest_open.map_or(seq, |o: u64| o.min(seq)));
+                continue;
+            }
+            if !shown.insert(seq) {
+                continue;
+            }
+            let mut out = stdout.lock();
+            writeln!(out, "{}", r["story"].as_str().unwrap_or(""))?;
+            if options.phases {
+                write!(out, "{}", render_phases(r))?;
+            }
+            out.flush()?;
+            count += 1;
+            if options.count.is_some_and(|n| count >= n) {
+                return Ok(());
+            }
+        }
+        after = match oldest_open {
+            Some(open) => open - 1,
+            None => newest,
+        };
+        shown.retain(|&seq| seq > after);
+    }
+}
+
+/// A request's steps and Kafka phase times, indented, for `ctl trace --phases`.
+pub fn render_phases(r: &Value) -> String {
+    let mut out = String::new();
+    for step in r["steps"].as_array().into_iter().flatten() {
+        let at = step["at_ms"]
+            .as_f64()
+            .map(|t| format!("+{t:.3} ms"))
+            .unwrap_or_default();
+        out += &format!("    {at:>14}  {}\n", step["text"].as_str().unwrap_or(""));
+    }
+    let ph = &r["phases_ms"];
+    let f = |k: &str| {
+        ph[k]
+            .as_f64()
+            .map(|v| format!("{v:.3}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    out += &format!(
+        "    phases (ms): request queue {}  local {}  remote {}  response queue {}  response send {}  total {}\n",
+        f("request_queue"),
+        f("local"),
+        f("remote"),
+        f("response_queue"),
+        f("response_send"),
+        f("total")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(query_value("rdkafka"), "rdkafka");
+        assert_eq!(query_value("a b&c=<d>"), "a%20b%26c%3D%3Cd%3E");
+    }
+
+    #[test]
+    fn phases_are_printed_one_per_line_under_the_story() {
+        let r = serde_json::json!({
+            "steps": [{"at_ms": 0.1, "text": "appended @42"}, {"at_ms": 0.41, "text": "completed"}],
+            "phases_ms": {"request_queue": 0.01, "local": 0.05, "remote": 0.3, "response_queue": 0.0,
+                          "response_send": 0.02, "total": 0.38}
+        });
+        let text = render_phases(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].ends_with("+0.100 ms  appended @42"), "{text}");
+        assert!(lines[2].contains("remote 0.300"), "{text}");
+    }
 }

@@ -20,7 +20,8 @@
 //! 6. [`partition`] — the lock around one `replog::Partition`.
 //!
 //! Data flows down and answers flow back through callbacks: no module imports the layer
-//! above it. [`request`] (who sent a request) is shared by every layer.
+//! above it. [`request`] (who sent a request) is shared by every layer, and so is
+//! [`telemetry`] (what happened to it: phases, causes, replication events, metrics).
 
 pub mod admin;
 pub mod config;
@@ -34,6 +35,7 @@ pub mod partition;
 pub mod replica_manager;
 pub mod request;
 pub mod server;
+pub mod telemetry;
 pub mod topics;
 
 pub use config::BrokerConfig;

@@ -72,6 +72,28 @@ enum CtlCommand {
         /// The value for delay (ms), lag (ms) or max-bytes (bytes).
         value: Option<String>,
     },
+    /// Stream each request's story as it finishes: `produce #17 client=rdkafka demo-0
+    /// appended @42 → parked (needs HW 43) → follower 2 fetch @43 → ... → completed`.
+    Trace {
+        /// Only this client id.
+        #[arg(long)]
+        client: Option<String>,
+        /// Only requests that touched this topic.
+        #[arg(long)]
+        topic: Option<String>,
+        /// Only this Kafka request name (Produce, FetchConsumer, FetchFollower, Metadata, ...).
+        #[arg(long)]
+        request: Option<String>,
+        /// Include replication traffic (follower fetches, the followers' other requests).
+        #[arg(long)]
+        followers: bool,
+        /// Under each story, one line per step and Kafka's phase times.
+        #[arg(long)]
+        phases: bool,
+        /// Exit after this many requests.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
     /// Advance a manual clock: `clock advance MS`.
     Clock {
         /// Only `advance`.
@@ -237,5 +259,23 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
             ctl::follower(&ctl.admin, token, &id, &action, value.as_deref())
         }
         CtlCommand::Clock { ms, .. } => ctl::advance_clock(&ctl.admin, token, ms),
+        CtlCommand::Trace {
+            client,
+            topic,
+            request,
+            followers,
+            phases,
+            count,
+        } => ctl::trace(
+            &ctl.admin,
+            &ctl::TraceOptions {
+                client,
+                topic,
+                request,
+                followers,
+                phases,
+                count,
+            },
+        ),
     }
 }

@@ -9,6 +9,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use crate::telemetry::TraceId;
+
 /// Who sent a request, for responses, logs and the state API.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -20,6 +22,9 @@ pub struct RequestContext {
     pub api_version: i16,
     /// The peer address.
     pub peer: SocketAddr,
+    /// The request's record in the broker's request log (`TraceId::NONE` if untraced):
+    /// the layers below note what it did there, and a parked operation what ended it.
+    pub trace: TraceId,
 }
 
 impl RequestContext {
@@ -32,6 +37,7 @@ impl RequestContext {
             client_id: client_id.to_string(),
             api_version: 0,
             peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            trace: TraceId::NONE,
         }
     }
 }

@@ -261,6 +261,17 @@ async fn admin_token_is_required_for_state_changing_calls() {
     );
     assert_eq!(post("/api/followers/2/resume", "", Some("s3cret")).0, 200);
 
+    // The live view's controls follow the same rule: freezing the clock, resuming it and
+    // sending a produce all need the token.
+    assert_eq!(post("/api/clock/freeze", "", None).0, 401);
+    assert_eq!(post("/api/clock/resume", "", Some("wrong")).0, 401);
+    assert_eq!(post("/api/send", "{\"topic\": \"t\"}", None).0, 401);
+    // With it the call gets past the rule: this cluster's clock is manual, so the clock
+    // itself refuses (it is stepped, never frozen).
+    let (status, body) = post("/api/clock/freeze", "", Some("s3cret"));
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("manual clock"), "{body}");
+
     // Clear errors: unknown follower 404, bad value 400; reading needs no token.
     assert_eq!(post("/api/followers/9/pause", "", Some("s3cret")).0, 404);
     assert_eq!(

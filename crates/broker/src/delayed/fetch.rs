@@ -22,6 +22,7 @@ use timewheel::DelayedOperation;
 
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
+use crate::telemetry::{current_cause, Cause};
 
 /// Consumer fetches are logged at info; followers long-poll all the time, so their parked
 /// fetches are logged at debug and do not drown the story of a produce.
@@ -275,16 +276,36 @@ impl DelayedOperation for DelayedFetch {
             waited_ms,
             "completed"
         );
+        let cause = if why.starts_with("expired") {
+            Cause::Expired
+        } else if let Some(error) = results.iter().find_map(|(_, d)| d.error) {
+            Cause::Error(error.code())
+        } else {
+            current_cause()
+        };
+        self.meta.completed(
+            cause,
+            results.iter().map(|(_, d)| d.error.map(|e| e.code())),
+        );
         if let Some(respond) = self.respond.take() {
             respond(results);
         }
     }
 
+    fn on_expiration(&self) {
+        // Kafka's DelayedFetchMetrics.ExpiresPerSec, per fetcherType.
+        if let Some(t) = self.meta.telemetry() {
+            t.metrics
+                .record_fetch_expiration(self.params.is_from_follower());
+        }
+    }
+
     fn describe(&self) -> String {
         format!(
-            "{} waits for {}",
+            "{} waits for {}{}",
             self.meta.who("DelayedFetch"),
-            self.waits_for()
+            self.waits_for(),
+            self.meta.request_tag()
         )
     }
 }

@@ -34,11 +34,13 @@ pub use group::{
 pub use produce::{DelayedProduce, ProduceCallback, ProducePartitionResult};
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use timewheel::Timer;
 
 use crate::request::RequestContext;
+use crate::telemetry::{Cause, Telemetry, TraceId};
 
 /// Tracing target for delayed-operation lifecycles.
 pub const TRACE_TARGET: &str = "purgatory::purgatory";
@@ -58,7 +60,10 @@ pub struct OpMeta {
     pub created_ms: u64,
     /// When its timeout fires (broker clock, ms).
     pub deadline_ms: u64,
+    /// The request's record in the request log.
+    pub trace: TraceId,
     timer: Timer,
+    telemetry: Option<Arc<Telemetry>>,
 }
 
 impl OpMeta {
@@ -73,7 +78,29 @@ impl OpMeta {
             client_id: ctx.client_id.clone(),
             peer: ctx.peer,
             created_ms,
+            trace: ctx.trace,
+            telemetry: None,
         }
+    }
+
+    /// Reports the operation's completion to the request log (see [`OpMeta::completed`]).
+    pub fn traced(mut self, telemetry: &Arc<Telemetry>) -> Self {
+        if self.trace != TraceId::NONE {
+            self.telemetry = Some(telemetry.clone());
+        }
+        self
+    }
+
+    /// Tells the request log what completed the operation and, per partition, its error.
+    pub fn completed(&self, cause: Cause, errors: impl IntoIterator<Item = Option<i16>>) {
+        if let Some(t) = &self.telemetry {
+            t.completed(self.trace, cause, errors);
+        }
+    }
+
+    /// The telemetry this operation reports to, if traced.
+    pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
+        self.telemetry.as_ref()
     }
 
     /// Who is waiting, for snapshots: `DelayedProduce: produce #7 from "rdkafka" (127.0.0.1:50412)`.
@@ -82,6 +109,16 @@ impl OpMeta {
             "{operation}: {} #{} from {:?} ({})",
             self.kind, self.correlation_id, self.client_id, self.peer
         )
+    }
+
+    /// ` [request N]`: where the live view finds this operation's request in the request
+    /// log (empty if untraced). Ends a `describe()`.
+    pub fn request_tag(&self) -> String {
+        if self.trace == TraceId::NONE {
+            String::new()
+        } else {
+            format!(" [request {}]", self.trace.seq())
+        }
     }
 
     /// How long the operation has waited so far, on the broker clock.

@@ -18,6 +18,7 @@ use tracing::info;
 
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
+use crate::telemetry::{current_cause, Cause};
 
 /// The outcome of one partition of a produce (Kafka's `PartitionResponse`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,12 +174,27 @@ impl DelayedOperation for DelayedProduce {
                 p.result.message =
                     Some("the high watermark did not reach this batch before timeout_ms".into());
                 timed_out += 1;
+                // Kafka's DelayedProduceMetrics: one expiration per partition still waiting.
+                if let Some(t) = self.meta.telemetry() {
+                    t.metrics.record_produce_expiration(&p.tp);
+                }
             } else if p.result.error.is_some() {
                 errors += 1;
             }
         }
         let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
         drop(partitions);
+        let cause = if timed_out > 0 {
+            Cause::Expired
+        } else if let Some(error) = results.iter().find_map(|(_, r)| r.error) {
+            Cause::Error(error.code())
+        } else {
+            current_cause()
+        };
+        self.meta.completed(
+            cause,
+            results.iter().map(|(_, r)| r.error.map(|e| e.code())),
+        );
         let why = if timed_out > 0 {
             "expired: REQUEST_TIMED_OUT"
         } else if errors > 0 {
@@ -202,9 +218,10 @@ impl DelayedOperation for DelayedProduce {
 
     fn describe(&self) -> String {
         format!(
-            "{} waits for {}",
+            "{} waits for {}{}",
             self.meta.who("DelayedProduce"),
-            self.waits_for()
+            self.waits_for(),
+            self.meta.request_tag()
         )
     }
 }

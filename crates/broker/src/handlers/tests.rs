@@ -365,6 +365,7 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                     client_id: "test".into(),
                     api_version: version,
                     peer: "127.0.0.1:1".parse().unwrap(),
+                    trace: crate::telemetry::TraceId::NONE,
                 };
                 let response = match dispatch(&rm, &ctx, request) {
                     Reply::Now(r) => *r,
@@ -421,6 +422,7 @@ fn exchange(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> Res
         client_id: "flow".into(),
         api_version: version,
         peer: "127.0.0.1:1".parse().unwrap(),
+        trace: crate::telemetry::TraceId::NONE,
     };
     let response = match dispatch(rm, &ctx, request) {
         Reply::Now(r) => *r,
@@ -734,6 +736,7 @@ fn ask(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> Response
         client_id: "test".into(),
         api_version: version,
         peer: "127.0.0.1:1".parse().unwrap(),
+        trace: crate::telemetry::TraceId::NONE,
     };
     match dispatch(rm, &ctx, request) {
         Reply::Now(r) => *r,
@@ -1170,6 +1173,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
                     client_id: "fuzz".into(),
                     api_version: version,
                     peer: "127.0.0.1:1".parse().unwrap(),
+                    trace: crate::telemetry::TraceId::NONE,
                 };
                 let response = match dispatch(&rm, &ctx, request) {
                     Reply::Now(r) => Some(*r),

@@ -22,6 +22,7 @@ use crate::delayed::produce::ProducePartitionStatus;
 use crate::delayed::{DelayedProduce, OpMeta, ProduceCallback, ProducePartitionResult};
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
+use crate::telemetry::{set_current_offset, with_cause, Cause, Park, PartitionNote, TraceId};
 
 /// Who is appending (Kafka's `AppendOrigin`): only the broker itself may write to an
 /// internal topic such as `__consumer_offsets`.
@@ -66,13 +67,36 @@ impl ReplicaManager {
         let now = self.now_ms();
         let statuses: Vec<ProducePartitionStatus> = entries
             .into_iter()
-            .map(|(tp, records)| self.append_to_local_log(tp, records, required_acks, origin, now))
+            .map(|(tp, records)| {
+                self.append_to_local_log(tp, records, required_acks, origin, now, ctx.trace)
+            })
             .collect();
         if required_acks != -1 || statuses.iter().all(|s| s.awaiting.is_none()) {
+            if ctx.trace != TraceId::NONE {
+                self.telemetry.note_produce(
+                    ctx.trace,
+                    required_acks,
+                    statuses.iter().map(note_of),
+                    None,
+                );
+            }
             respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
             return;
         }
-        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms);
+        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms).traced(&self.telemetry);
+        if ctx.trace != TraceId::NONE {
+            let park = Park {
+                purgatory: "Produce",
+                created_ms: meta.created_ms,
+                deadline_ms: meta.deadline_ms,
+            };
+            self.telemetry.note_produce(
+                ctx.trace,
+                required_acks,
+                statuses.iter().map(note_of),
+                Some(park),
+            );
+        }
         let op = DelayedProduce::new(meta, statuses, respond);
         let keys = op.keys();
         op.log_created(&keys);
@@ -88,6 +112,7 @@ impl ReplicaManager {
         required_acks: i16,
         origin: AppendOrigin,
         now_ms: u64,
+        trace: TraceId,
     ) -> ProducePartitionStatus {
         let failed =
             |tp: TopicPartition, error: ResponseError, message: String| ProducePartitionStatus {
@@ -122,12 +147,21 @@ impl ReplicaManager {
                     .into(),
             );
         }
-        let appended = self.update_partition(&handle, |log| {
-            let appended = log.append_as_leader(records, required_acks, now_ms);
-            if let Ok(info) = &appended {
-                self.log_memory.add(info.bytes);
-            }
-            appended
+        // Follower fetches this append completes (and, with the leader alone in the ISR,
+        // produces) name it as their cause.
+        let cause = Cause::Append {
+            request: trace.seq(),
+            log_end_offset: -1,
+        };
+        let appended = with_cause(cause, || {
+            self.update_partition(&handle, |log| {
+                let appended = log.append_as_leader(records, required_acks, now_ms);
+                if let Ok(info) = &appended {
+                    self.log_memory.add(info.bytes);
+                }
+                set_current_offset(log.log_end_offset());
+                appended
+            })
         });
         match appended {
             Ok(info) => ProducePartitionStatus {
@@ -145,5 +179,17 @@ impl ReplicaManager {
                 failed(tp, e.error(), e.to_string())
             }
         }
+    }
+}
+
+/// What the request log keeps of one partition of a produce.
+fn note_of(s: &ProducePartitionStatus) -> PartitionNote {
+    let required = s.awaiting.as_ref().map(|(_, required)| *required);
+    PartitionNote {
+        tp: s.tp.clone(),
+        offset: s.result.base_offset,
+        last_offset: required.map_or(s.result.base_offset, |r| r - 1),
+        required,
+        error: s.result.error.map(|e| e.code()),
     }
 }

@@ -54,6 +54,8 @@ use uuid::Uuid;
 use crate::config::{BrokerConfig, ClockMode};
 use crate::delayed::{DelayedFetch, DelayedProduce};
 use crate::partition::{PartitionHandle, TopicPartition};
+use crate::telemetry::events::EventKind;
+use crate::telemetry::{set_current_offset, with_cause, Cause, Telemetry};
 use crate::topics::{NewTopic, Topic, TopicError, TopicRegistry};
 use log_memory::LogMemory;
 use producer_ids::ProducerIdManager;
@@ -95,6 +97,8 @@ pub struct ReplicaManager {
     pub log_memory: LogMemory,
     /// Idempotent producers' ids and epochs.
     pub producer_ids: ProducerIdManager,
+    /// Recent requests and replication events, and the metrics counters.
+    pub telemetry: Arc<Telemetry>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
     /// The group coordinator, which sits a layer above this one (it appends to
@@ -126,6 +130,7 @@ impl ReplicaManager {
             topics: TopicRegistry::new(config.max_partitions),
             log_memory: LogMemory::new(config.log_memory_max_bytes),
             producer_ids: ProducerIdManager::default(),
+            telemetry: Arc::new(Telemetry::default()),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
             coordinator: OnceLock::new(),
@@ -356,9 +361,31 @@ impl ReplicaManager {
     pub fn check_isr(&self) {
         let now = self.now_ms();
         for p in self.topics.partitions() {
-            let (removed, isr) = self.update_partition(&p, |log| {
-                let removed = log.maybe_shrink_isr(now);
-                (removed, log.isr())
+            // Operations completed by a HW that moves on without the removed followers say so.
+            let cause = Cause::IsrShrink { high_watermark: -1 };
+            let (removed, isr) = with_cause(cause, || {
+                self.update_partition(&p, |log| {
+                    let removed = log.maybe_shrink_isr(now);
+                    set_current_offset(log.high_watermark());
+                    if !removed.is_empty() {
+                        // Recorded before the purgatories are checked: it precedes the
+                        // completions it causes.
+                        self.telemetry
+                            .metrics
+                            .isr_shrinks
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.telemetry.record_event(
+                            &p.tp,
+                            now,
+                            EventKind::IsrShrink {
+                                removed: removed.clone(),
+                                isr: log.isr(),
+                                hw_after: log.high_watermark(),
+                            },
+                        );
+                    }
+                    (removed, log.isr())
+                })
             });
             if !removed.is_empty() {
                 warn!(

@@ -1,0 +1,745 @@
+// Purgatory's live view. Plain JavaScript, no build step, nothing loaded from elsewhere.
+//
+// The broker pushes a frame (server-sent events on /api/view/stream) whenever something
+// changed: /api/state plus the clock, the requests that arrived or changed, and the
+// replication events since the previous frame. Everything is drawn from the latest frame.
+//
+// Every name that comes from a client (topics, client ids, groups, descriptions) is put in
+// the page with textContent or setAttribute, never parsed as HTML.
+'use strict';
+
+const SVG = 'http://www.w3.org/2000/svg';
+const MAX_REQUESTS = 300;
+const MAX_EVENTS = 200;
+// Rows in the request table: the panel shows about ten; the filters reach the rest of the
+// page's last 300. Every row costs layout on each frame of a busy broker.
+const SHOWN_REQUESTS = 30;
+const SHOWN_PENDING = 12;
+
+let frame = null;          // the latest frame
+let frameAt = 0;           // performance.now() when it arrived
+let source = null;         // the EventSource
+const requests = new Map(); // seq -> request view
+const requestRows = new Map(); // seq -> {state, tr}: the request table's rows, reused while unchanged
+let events = [];           // replication events, newest first
+let flushes = [];          // bucket flushes seen, newest first
+let lastFlushNumber = -1;
+let flashes = [];          // {level, slot, kind, until}
+let arrows = [];           // {from: level, slot, n, until}
+let prevBuckets = null;    // bucket keys of the previous frame (when the wheel has no flush log)
+let selected = null;       // {level, slot} of the selected pending operation's bucket
+
+// ------------------------------------------------------------------ small helpers
+
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  setAttrs(el, attrs);
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined || k === false) continue;
+    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return el;
+}
+
+function s(tag, attrs, ...kids) {
+  const el = document.createElementNS(SVG, tag);
+  setAttrs(el, attrs);
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined || k === false) continue;
+    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return el;
+}
+
+function setAttrs(el, attrs) {
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = String(v);
+    else el.setAttribute(k, String(v));
+  }
+}
+
+function fill(id, ...kids) {
+  const el = document.getElementById(id);
+  el.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+  return el;
+}
+
+const fmt = new Intl.NumberFormat('en-US');
+function n(x) { return x === null || x === undefined ? '–' : fmt.format(x); }
+// A span of time for labels: `20 ms`, `8 s`, `160 s`.
+function dur(ms) {
+  if (ms >= 1000 && ms % 1000 === 0) return `${fmt.format(ms / 1000)} s`;
+  return `${fmt.format(ms)} ms`;
+}
+
+function msText(x) {
+  if (x === null || x === undefined) return '–';
+  if (x < 0.01) return x.toFixed(3);
+  if (x < 10) return x.toFixed(2);
+  if (x < 1000) return x.toFixed(1);
+  return fmt.format(Math.round(x));
+}
+
+// The broker clock now: interpolated between frames while a system clock runs.
+function nowMs() {
+  if (!frame) return 0;
+  const c = frame.clock;
+  if (c.mode === 'system' && !c.frozen) return c.now_ms + (performance.now() - frameAt);
+  return c.now_ms;
+}
+
+function partitionsByName() {
+  const m = new Map();
+  for (const p of frame.state.partitions || []) m.set(`${p.topic}-${p.partition}`, p);
+  return m;
+}
+
+// Where the wheel puts a timer due at `deadline` (Kafka's TimingWheel.add): the finest
+// level whose span from its current time covers it; the slot is (deadline / tick) % size.
+// Used only when the broker's snapshot does not say.
+function bucketOf(deadline) {
+  const levels = frame.state.timer.levels || [];
+  if (!levels.length) return null;
+  const tick0 = levels[0].tick_ms;
+  for (const l of levels) {
+    if (deadline < l.current_time_ms + tick0 && l.level === 0) return null; // due now
+    if (deadline < l.current_time_ms + l.interval_ms) {
+      const slot = Math.floor(deadline / l.tick_ms) % l.wheel_size;
+      const expiration = Math.floor(deadline / l.tick_ms) * l.tick_ms;
+      return { level: l.level, slot, expiration_ms: expiration, computed: true };
+    }
+  }
+  return null;
+}
+
+function bucketText(b) {
+  if (!b) return 'due now';
+  return `L${b.level}·slot ${b.slot} (flush @${n(b.expiration_ms)})`;
+}
+
+// ------------------------------------------------------------------ controls
+
+function token() { return sessionStorage.getItem('purgatory.token') || ''; }
+
+function say(text, bad) {
+  const el = document.getElementById('status');
+  el.textContent = text;
+  el.style.color = bad ? '#fca5a5' : '#fde68a';
+}
+
+async function post(path, body) {
+  const headers = { 'Content-Type': body && body.startsWith('{') ? 'application/json' : 'text/plain' };
+  if (token()) headers.Authorization = 'Bearer ' + token();
+  let r;
+  try {
+    r = await fetch(path, { method: 'POST', headers, body: body || '' });
+  } catch (e) {
+    say(`${path}: ${e}`, true);
+    return null;
+  }
+  let json = null;
+  try { json = await r.json(); } catch (e) { /* not JSON */ }
+  if (!r.ok) {
+    const why = json && json.error ? json.error : `HTTP ${r.status}`;
+    if (r.status === 401) {
+      document.getElementById('token-box').hidden = false;
+      say(`needs the admin token: ${why}`, true);
+    } else if (r.status === 403) {
+      say(`refused: ${why}`, true);
+    } else {
+      say(`${path}: ${why}`, true);
+    }
+    return null;
+  }
+  return json;
+}
+
+function stepBy(ms) {
+  post('/api/clock/advance', String(ms)).then((r) => {
+    if (r) say(`clock stepped by ${n(ms)} ms to ${n(r.now_ms)} ms: ${n(r.fired)} timer task(s) fired`);
+  });
+}
+
+function setupControls() {
+  document.getElementById('freeze').onclick = () => post('/api/clock/freeze').then((r) => r && say(`clock frozen at ${n(r.now_ms)} ms`));
+  document.getElementById('resume').onclick = () => post('/api/clock/resume').then((r) => r && say(`clock running again from ${n(r.now_ms)} ms`));
+  document.getElementById('step1').onclick = () => stepBy(1);
+  document.getElementById('steptick').onclick = () => stepBy(frame ? frame.clock.tick_ms : 1);
+  document.getElementById('stepN').onclick = () => stepBy(Math.max(0, Number(document.getElementById('stepn').value) || 0));
+  document.getElementById('send').onsubmit = (e) => {
+    e.preventDefault();
+    const body = JSON.stringify({
+      topic: document.getElementById('send-topic').value,
+      acks: Number(document.getElementById('send-acks').value),
+      timeout_ms: Number(document.getElementById('send-timeout').value) || 0,
+      value: document.getElementById('send-value').value,
+    });
+    post('/api/send', body).then((r) => {
+      if (r) say(`sent produce #${r.correlation_id} as ${r.client_id} to ${r.topic}-${r.partition} (acks=${r.acks === -1 ? 'all' : r.acks})`);
+    });
+  };
+  const tok = document.getElementById('token');
+  tok.value = token();
+  tok.onchange = () => sessionStorage.setItem('purgatory.token', tok.value);
+  for (const id of ['filter-client', 'filter-topic']) document.getElementById(id).oninput = renderRequests;
+  document.getElementById('filter-followers').onchange = connect;
+}
+
+function follower(id, action, value) {
+  post(`/api/followers/${id}/${action}`, value === undefined ? '' : String(value)).then((r) => {
+    if (r) say(`follower ${id}: ${action}${value === undefined ? '' : ' ' + value} (now ${r.status.state})`);
+  });
+}
+
+// ------------------------------------------------------------------ the stream
+
+function connect() {
+  if (source) source.close();
+  const followers = document.getElementById('filter-followers').checked;
+  source = new EventSource('/api/view/stream' + (followers ? '?followers=1' : ''));
+  const conn = document.getElementById('conn');
+  source.onopen = () => { conn.textContent = 'live'; conn.className = 'pill live'; };
+  source.onerror = () => { conn.textContent = 'reconnecting…'; conn.className = 'pill down'; };
+  source.addEventListener('frame', (e) => onFrame(JSON.parse(e.data)));
+}
+
+function onFrame(f) {
+  frame = f;
+  frameAt = performance.now();
+  window.purgatoryFrames = (window.purgatoryFrames || 0) + 1;
+  for (const r of f.requests) requests.set(r.seq, r);
+  if (requests.size > MAX_REQUESTS) {
+    const keep = [...requests.keys()].sort((a, b) => b - a).slice(0, MAX_REQUESTS);
+    const keepSet = new Set(keep);
+    for (const k of [...requests.keys()]) if (!keepSet.has(k)) requests.delete(k);
+  }
+  if (f.events.length) {
+    const fresh = f.events.filter((e) => !events.length || e.seq > events[0].seq);
+    events = fresh.concat(events).slice(0, MAX_EVENTS);
+  }
+  noteFlushes();
+  render();
+}
+
+// New bucket flushes: from the wheel's flush log when it has one, else from buckets that
+// were there in the previous frame and have been flushed since.
+function noteFlushes() {
+  const timer = frame.state.timer;
+  const now = performance.now();
+  if (Array.isArray(timer.flushes)) {
+    const fresh = timer.flushes.filter((x) => x.number > lastFlushNumber);
+    if (fresh.length) lastFlushNumber = fresh[fresh.length - 1].number;
+    const first = flushes.length === 0 && window.purgatoryFrames === 1;
+    for (const x of fresh) {
+      // Flushes from before the page opened go in the log without animation.
+      flushes.unshift({ ...x, fresh: first ? 0 : now });
+      if (first) continue;
+      if (x.moved_down > 0) {
+        flashes.push({ level: x.level, slot: x.slot, kind: 'cascade', until: now + 1500 });
+        // One arrow per level: the latest cascade from it.
+        arrows = arrows.filter((a) => a.level !== x.level);
+        arrows.push({ level: x.level, slot: x.slot, n: x.moved_down, until: now + 1800 });
+      } else if (x.fired > 0) {
+        flashes.push({ level: x.level, slot: x.slot, kind: 'fire', until: now + 900 });
+      }
+    }
+  } else {
+    const keys = new Map((timer.buckets || []).map((b) => [`${b.level}/${b.slot}/${b.expiration_ms}`, b]));
+    if (prevBuckets) {
+      for (const [k, b] of prevBuckets) {
+        if (!keys.has(k) && b.expiration_ms <= timer.current_time_ms) {
+          flushes.unshift({ level: b.level, slot: b.slot, expiration_ms: b.expiration_ms, entries: b.entries, at_ms: timer.current_time_ms, fresh: now });
+          flashes.push({ level: b.level, slot: b.slot, kind: b.level > 0 ? 'cascade' : 'fire', until: now + 1200 });
+          if (b.level > 0) {
+            arrows = arrows.filter((a) => a.level !== b.level);
+            arrows.push({ level: b.level, slot: b.slot, n: b.entries, until: now + 1800 });
+          }
+        }
+      }
+    }
+    prevBuckets = keys;
+  }
+  flushes = flushes.slice(0, 40);
+}
+
+// ------------------------------------------------------------------ rendering
+
+// What each section was last drawn from: a section whose inputs are unchanged is left as
+// it is (a busy broker sends 11 frames a second, and most of a frame repeats the last).
+const drawn = {};
+
+// Calls `draw` unless `key` is what the section was last drawn from.
+function redraw(section, key, draw) {
+  if (drawn[section] === key) return;
+  drawn[section] = key;
+  draw();
+}
+
+function render() {
+  const st = frame.state;
+  renderClock();
+  // The wheel moves with time only through frames; flashes and arrows fade between them.
+  const timer = { ...st.timer, now_ms: 0 };
+  const marks = [flashes.map((f) => [f.level, f.slot, f.kind]), arrows.map((a) => [a.level, a.slot, a.n])];
+  redraw('wheel', JSON.stringify([timer, marks, selected, producePending(st)]), renderWheel);
+  // Countdowns are moved on by the timer below, not by redrawing.
+  redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
+  redraw('groups', JSON.stringify(st.groups), renderGroups);
+  redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
+  // Redrawing the followers would also reset a fetch delay being typed.
+  redraw('followers', JSON.stringify(st.followers), renderFollowers);
+  redraw('events', events.length ? events[0].seq : -1, renderEvents);
+  scheduleRequests();
+  renderCountdowns();
+}
+
+// The deadlines of parked produces (the wheel outlines their buckets).
+function producePending(st) {
+  const out = [];
+  for (const p of Object.values(st.purgatories || {})) {
+    if (p && p.name === 'Produce') for (const op of p.pending || []) out.push(op.deadline_ms);
+  }
+  return out;
+}
+
+function renderClock() {
+  const c = frame.clock;
+  const el = document.getElementById('clock');
+  let mode;
+  if (c.frozen) mode = 'FROZEN';
+  else if (c.mode === 'manual') mode = 'manual clock';
+  else mode = 'system clock';
+  el.textContent = `${mode} · ${n(Math.floor(nowMs()))} ms`;
+  el.className = 'clock' + (c.frozen || c.mode === 'manual' ? ' frozen' : '');
+  document.getElementById('freeze').disabled = !c.can_freeze || c.frozen;
+  document.getElementById('resume').disabled = !c.frozen;
+  for (const id of ['step1', 'steptick', 'stepN']) document.getElementById(id).disabled = !c.steppable;
+  document.getElementById('steptick').textContent = `+1 tick (${c.tick_ms} ms)`;
+  if (frame.token_required) document.getElementById('token-box').hidden = false;
+}
+
+function arcPath(cx, cy, r0, r1, a0, a1) {
+  const p = (r, a) => `${(cx + r * Math.cos(a)).toFixed(2)} ${(cy + r * Math.sin(a)).toFixed(2)}`;
+  return `M ${p(r1, a0)} A ${r1} ${r1} 0 0 1 ${p(r1, a1)} L ${p(r0, a1)} A ${r0} ${r0} 0 0 0 ${p(r0, a0)} Z`;
+}
+
+// The wheel's geometry: ring radii, width per level, title space.
+const WHEEL = { R: 64, r0: 40, W: 2 * 64 + 34, top: 30, H: 2 * 64 + 30 + 34 };
+let wheelView = null; // {shape, rings: [{cx, cy, segs: [{path, title, count}], hand, now, moved}], arrows}
+
+function setIfChanged(el, name, value) {
+  const v = String(value);
+  if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
+function textIfChanged(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+// The rings of a wheel with these levels, empty, put in the page.
+function buildWheel(levels, shape) {
+  const { R, r0, W, top, H } = WHEEL;
+  const svg = s('svg', { viewBox: `0 0 ${Math.max(1, levels.length) * W} ${H}`, role: 'img', 'aria-label': 'hierarchical timing wheel' });
+  svg.append(s('defs', {}, s('marker', { id: 'arrowhead', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
+    s('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#2563eb' }))));
+  const rings = levels.map((l, i) => {
+    const cx = i * W + W / 2, cy = top + R;
+    const size = l.wheel_size;
+    const g = s('g', { class: 'ring', 'data-level': l.level });
+    g.append(s('text', { x: cx, y: 12, 'text-anchor': 'middle', class: 'ring-title' }, `level ${l.level}`));
+    g.append(s('text', { x: cx, y: 25, 'text-anchor': 'middle', class: 'ring-sub' }, `tick ${dur(l.tick_ms)} × ${size} = ${dur(l.interval_ms)}`));
+    const segs = [];
+    for (let slot = 0; slot < size; slot++) {
+      const a0 = -Math.PI / 2 + (slot * 2 * Math.PI) / size;
+      const a1 = a0 + (2 * Math.PI) / size;
+      const title = s('title', {});
+      const path = s('path', { d: arcPath(cx, cy, r0, R, a0, a1), class: 'seg', 'data-level': l.level, 'data-slot': slot, 'data-entries': 0 }, title);
+      const am = (a0 + a1) / 2, rm = (R + r0) / 2;
+      const count = s('text', { x: (cx + rm * Math.cos(am)).toFixed(2), y: (cy + rm * Math.sin(am) + 3).toFixed(2), 'text-anchor': 'middle', class: 'seg-count' });
+      g.append(path);
+      segs.push({ path, title, count });
+    }
+    for (const seg of segs) g.append(seg.count);
+    const hand = s('line', { x1: cx, y1: cy, x2: cx, y2: cy - r0 + 4, class: 'hand' });
+    const now = s('text', { x: cx, y: top + 2 * R + 14, 'text-anchor': 'middle', class: 'ring-sub' });
+    const moved = s('text', { x: cx, y: top + 2 * R + 27, 'text-anchor': 'middle', class: 'ring-sub' });
+    g.append(hand, s('circle', { cx, cy, r: 3, fill: '#1d2330' }), now, moved);
+    svg.append(g);
+    return { cx, cy, segs, hand, now, moved };
+  });
+  const arrows = s('g', { class: 'arrows' });
+  svg.append(arrows);
+  fill('wheel', svg);
+  return { shape, rings, arrows };
+}
+
+function renderWheel() {
+  const timer = frame.state.timer;
+  const levels = timer.levels || [];
+  const buckets = timer.buckets || [];
+  const now = performance.now();
+  flashes = flashes.filter((f) => f.until > now);
+  arrows = arrows.filter((a) => a.until > now);
+  document.getElementById('wheel-summary').textContent =
+    `${n(timer.pending)} timer(s) pending · wheel time ${n(timer.current_time_ms)} ms · ${levels.length} level(s)`;
+  // The buckets holding a parked produce's timeout are outlined.
+  const produceBuckets = new Set();
+  for (const p of Object.values(frame.state.purgatories || {})) {
+    if (!p || p.name !== 'Produce') continue;
+    for (const op of p.pending || []) {
+      const b = op.bucket || bucketOf(op.deadline_ms);
+      if (b) produceBuckets.add(`${b.level}/${b.slot}`);
+    }
+  }
+  // The rings are built once for the wheel's shape (levels appear on demand); each frame
+  // then only changes what moved: segment classes and counts, hands, labels, arrows.
+  const shape = JSON.stringify(levels.map((l) => [l.level, l.tick_ms, l.wheel_size]));
+  if (!wheelView || wheelView.shape !== shape) wheelView = buildWheel(levels, shape);
+  const byBucket = new Map(buckets.map((b) => [`${b.level}/${b.slot}`, b]));
+  const flashAt = new Map(flashes.map((f) => [`${f.level}/${f.slot}`, f.kind]));
+  levels.forEach((l, i) => {
+    const ring = wheelView.rings[i];
+    const size = l.wheel_size;
+    const cursor = Math.floor(l.current_time_ms / l.tick_ms) % size;
+    for (let slot = 0; slot < size; slot++) {
+      const key = `${l.level}/${slot}`;
+      const b = byBucket.get(key);
+      let cls = 'seg';
+      if (b) cls += b.entries > 5 ? ' full many' : ' full';
+      if (slot === cursor) cls += ' cursor';
+      const fl = flashAt.get(key);
+      if (fl) cls += fl === 'fire' ? ' flash-fire' : ' flash-cascade';
+      if (selected && selected.level === l.level && selected.slot === slot) cls += ' selected';
+      else if (produceBuckets.has(key)) cls += ' holds-produce';
+      const seg = ring.segs[slot];
+      setIfChanged(seg.path, 'class', cls);
+      setIfChanged(seg.path, 'data-entries', b ? b.entries : 0);
+      textIfChanged(seg.title, b
+        ? `level ${l.level} slot ${slot}: ${b.entries} timer(s), flushed at ${n(b.expiration_ms)} ms`
+        : `level ${l.level} slot ${slot}: empty`);
+      textIfChanged(seg.count, b ? String(b.entries) : '');
+    }
+    // The hand: the level's current time.
+    const am = -Math.PI / 2 + ((cursor + 0.5) * 2 * Math.PI) / size;
+    setIfChanged(ring.hand, 'x2', (ring.cx + (WHEEL.r0 - 4) * Math.cos(am)).toFixed(2));
+    setIfChanged(ring.hand, 'y2', (ring.cy + (WHEEL.r0 - 4) * Math.sin(am)).toFixed(2));
+    const count = buckets.filter((x) => x.level === l.level).reduce((a, x) => a + x.entries, 0);
+    textIfChanged(ring.now, `now ${n(l.current_time_ms)} · ${count} timer(s)`);
+    const moved = [];
+    if (l.cascaded !== undefined) moved.push(`${n(l.cascaded)} cascaded`);
+    if (l.fired !== undefined) moved.push(`${n(l.fired)} fired`);
+    textIfChanged(ring.moved, moved.join(' · '));
+  });
+  // The cascade: an arrow from a flushed bucket down to the finer level.
+  const { R, top } = WHEEL;
+  if (arrows.length || wheelView.arrows.childElementCount) wheelView.arrows.replaceChildren(...arrows.flatMap((a) => {
+    const from = wheelView.rings[a.level], to = wheelView.rings[a.level - 1];
+    if (!from || !to) return [];
+    const size = levels[a.level].wheel_size;
+    const am = -Math.PI / 2 + ((a.slot + 0.5) * 2 * Math.PI) / size;
+    const x1 = from.cx + R * Math.cos(am), y1 = from.cy + R * Math.sin(am);
+    const x2 = to.cx + R + 2, y2 = to.cy;
+    const life = Math.max(0, Math.min(1, (a.until - now) / 1800));
+    const qx = (x1 + x2) / 2, qy = top + 8;
+    return [s('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }),
+      s('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) },
+        `${a.n} → L${a.level - 1}`)];
+  }));
+
+  // The bucket queue.
+  const sorted = [...buckets].sort((a, b) => a.expiration_ms - b.expiration_ms);
+  const now2 = nowMs();
+  fill('bucket-queue', sorted.length ? sorted.map((b, i) =>
+    h('span', { class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
+      title: `level ${b.level} slot ${b.slot}: flushed at ${n(b.expiration_ms)} ms` },
+    h('b', {}, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} `,
+    h('span', { class: 'countdown', 'data-at': b.expiration_ms }, `(in ${n(Math.max(0, Math.round(b.expiration_ms - now2)))} ms)`), ` ×${b.entries}`))
+    : h('span', { class: 'empty' }, 'empty: the driver sleeps with no deadline'));
+
+  // The flush log.
+  fill('flushes', flushes.length ? flushes.slice(0, 12).map((x) => {
+    const what = x.moved_down !== undefined
+      ? `${x.moved_down ? `${x.moved_down} moved down to level ${x.level - 1}` : ''}${x.moved_down && x.fired ? ', ' : ''}${x.fired ? `${x.fired} fired` : ''}${!x.moved_down && !x.fired ? 'empty' : ''}`
+      : (x.level > 0 ? `${x.entries} timer(s) moved down or fired` : `${x.entries} timer(s) fired`);
+    return h('li', { class: now - x.fresh < 1500 ? 'fresh' : '' }, `@${n(x.at_ms ?? x.expiration_ms)} ms · level ${x.level} slot ${x.slot} expired → ${what}`);
+  }) : h('li', { class: 'empty' }, 'none yet'));
+}
+
+function opName(op) {
+  const d = op.description || '';
+  const colon = d.indexOf(':');
+  return colon > 0 && colon < 40 ? d.slice(0, colon) : 'operation';
+}
+
+function waitsFor(op, parts) {
+  const r = op.request;
+  if (r && r.request === 'Produce') {
+    const items = r.partitions.filter((p) => p.required_offset !== null).map((p) => {
+      const tp = `${p.topic}-${p.partition}`;
+      const hw = parts.get(tp) ? parts.get(tp).high_watermark : null;
+      return h('span', { class: 'waits' }, 'required offset ', h('b', { class: 'required-offset' }, p.required_offset), ` vs HW ${n(hw)} on `, h('span', {}, tp));
+    });
+    if (items.length) return items.flatMap((x, i) => (i ? ['; ', x] : [x]));
+  }
+  if (r && (r.request === 'FetchFollower' || r.request === 'FetchConsumer')) {
+    return r.partitions.map((p) => {
+      const tp = `${p.topic}-${p.partition}`;
+      const part = parts.get(tp);
+      if (r.request === 'FetchFollower') return `data past ${p.offset} on ${tp} (LEO ${part ? part.log_end_offset : '?'})`;
+      return `HW past ${p.offset} on ${tp} (HW ${part ? part.high_watermark : '?'})`;
+    }).join('; ');
+  }
+  const d = op.description || '';
+  const at = d.indexOf(' waits for ');
+  return at >= 0 ? d.slice(at + 11).replace(/ \[request \d+\]$/, '') : d;
+}
+
+function renderPurgatories() {
+  const all = frame.state.purgatories || {};
+  const parts = partitionsByName();
+  // Every purgatory the broker lists (one that does not exist yet is null).
+  const order = Object.keys(all).filter((k) => all[k]).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  const now = nowMs();
+  fill('purgatories', order.map((key) => {
+    const p = all[key];
+    const keys = (p.keys || []).map((k) => h('span', { class: 'chip', title: 'watch key: its watcher list' }, k.key, ' ▸ ', h('b', {}, k.watchers), ` watcher${k.watchers === 1 ? '' : 's'}`));
+    const rows = (p.pending || []).slice(0, SHOWN_PENDING).map((op) => {
+      const r = op.request;
+      const bucket = op.bucket || bucketOf(op.deadline_ms);
+      const tr = h('tr', { class: 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
+        onclick: () => { selected = bucket ? { level: bucket.level, slot: bucket.slot } : null; renderWheel(); } },
+      h('td', {}, r ? r.kind : opName(op)),
+      h('td', { class: 'client' }, r ? (r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id) : '–'),
+      h('td', { class: 'num' }, r ? `#${r.correlation_id}` : '–'),
+      h('td', {}, waitsFor(op, parts)),
+      h('td', { class: 'num', title: `times out at ${n(op.deadline_ms)} ms on the broker clock` }, `${n(op.deadline_ms)} (in ${n(Math.max(0, Math.round(op.deadline_ms - now)))} ms)`),
+      h('td', { class: 'bucket', title: bucket && bucket.computed ? 'computed from the deadline' : 'from the wheel' }, bucketText(bucket)));
+      if (selected && bucket && selected.level === bucket.level && selected.slot === bucket.slot) tr.classList.add('selected');
+      return tr;
+    });
+    const more = (p.pending_total || 0) - rows.length;
+    return h('div', { class: 'purgatory', 'data-purgatory': p.name },
+      h('h3', {}, `${p.name} purgatory`),
+      h('div', { class: 'counters' },
+        h('span', { title: "Kafka's PurgatorySize" }, 'watched ', h('b', {}, n(p.watched))),
+        h('span', { title: "Kafka's NumDelayedOperations" }, 'delayed ', h('b', {}, n(p.delayed))),
+        h('span', {}, 'completed ', h('b', {}, n(p.completed))),
+        h('span', {}, 'expired ', h('b', { class: 'expired-count' }, n(p.expired)))),
+      h('div', { class: 'chips', style: 'margin:3px 0' }, keys.length ? keys : h('span', { class: 'empty' }, 'no watch keys')),
+      rows.length
+        ? h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'operation'), h('th', {}, 'client'), h('th', { class: 'num' }, 'corr'), h('th', {}, 'waits for'), h('th', { class: 'num' }, 'deadline ms'), h('th', {}, 'wheel bucket'))), h('tbody', {}, rows))
+        : h('div', { class: 'empty' }, 'nothing parked'),
+      more > 0 ? h('div', { class: 'muted' }, `… and ${n(more)} more`) : null);
+  }));
+}
+
+function rank(key) {
+  return { produce: 0, fetch: 1, rebalance: 2, heartbeat: 3 }[key.toLowerCase()] ?? 9;
+}
+
+// The group coordinator's groups: each with its state, generation and members (their
+// session deadlines sit in the Heartbeat purgatory above). Any other shape: as text.
+function renderGroups() {
+  const groups = frame.state.groups;
+  if (groups === undefined || groups === null) { fill('groups'); return; }
+  if (!Array.isArray(groups.list)) { fill('groups', h('h3', {}, 'Consumer groups'), valueView(groups, 0)); return; }
+  const now = nowMs();
+  fill('groups', h('h3', {}, `Consumer groups (${n(groups.total)})`),
+    groups.list.length ? groups.list.map((g) => h('div', { class: 'purgatory', 'data-group': g.group_id },
+      h('div', {}, h('b', {}, g.group_id), ` · ${g.state} · generation ${g.generation_id}`,
+        g.protocol ? ` · ${g.protocol}` : '', ` · offsets in ${g.offsets_partition}`,
+        g.committed_offsets ? ` · ${g.committed_offsets} committed offset(s)` : ''),
+      (g.members || []).length ? h('table', {}, h('tbody', {}, g.members.map((m) => h('tr', {},
+        h('td', {}, m.client_id, m.leader ? ' (leader)' : ''),
+        h('td', { class: 'mono' }, m.member_id),
+        h('td', { class: 'num', title: 'session deadline (Heartbeat purgatory)' }, `session ends in ${n(Math.max(0, Math.round(m.session_deadline_ms - now)))} ms`),
+        h('td', {}, m.awaiting_join ? 'awaiting join' : m.awaiting_sync ? 'awaiting sync' : (m.assignment || []).join(', ')))))) : h('div', { class: 'empty' }, 'no members')))
+      : h('div', { class: 'empty' }, 'no groups'));
+}
+
+function valueView(v, depth) {
+  if (v === null || typeof v !== 'object') return h('span', {}, String(v));
+  if (depth > 4) return h('span', { class: 'mono' }, JSON.stringify(v));
+  if (Array.isArray(v)) {
+    if (!v.length) return h('span', { class: 'empty' }, 'none');
+    return h('ul', { class: 'log' }, v.map((x) => h('li', {}, valueView(x, depth + 1))));
+  }
+  return h('span', {}, Object.entries(v).map(([k, x], i) => h('span', {}, i ? ' · ' : '', h('span', { class: 'muted' }, k + ' '), valueView(x, depth + 1))));
+}
+
+function renderPartitions() {
+  const parts = frame.state.partitions || [];
+  fill('partitions', parts.length ? parts.map((p) => {
+    const tp = `${p.topic}-${p.partition}`;
+    const start = p.log_start_offset, end = Math.max(p.log_end_offset, start + 1);
+    const pos = (o) => `${(100 * (o - start)) / (end - start)}%`;
+    const marks = (p.followers || []).map((f) => h('span', { class: 'mark', style: `left:calc(${pos(f.log_end_offset)} - 1px)`, title: `replica ${f.id} LEO ${f.log_end_offset}` }));
+    const bar = h('div', { class: 'logbar', title: `log ${start}..${p.log_end_offset}, HW ${p.high_watermark}` },
+      h('span', { class: 'replicated', style: `width:${pos(p.high_watermark)}` }),
+      marks,
+      h('span', { class: 'hw', style: `left:${pos(p.high_watermark)}` }),
+      h('span', { class: 'leo', style: `left:${pos(p.high_watermark)}` }, `HW ${p.high_watermark}`),
+      h('span', { class: 'leo end', style: 'left:100%' }, `LEO ${p.log_end_offset}`));
+    const rows = [h('tr', {}, h('td', {}, `${p.leader} (leader)`), h('td', { class: 'num' }, n(p.log_end_offset)), h('td', { class: 'num' }, '0'), h('td', { class: 'in-isr' }, 'in ISR'), h('td', {}, '')),
+      ...(p.followers || []).map((f) => h('tr', { 'data-replica': f.id },
+        h('td', {}, `${f.id}`), h('td', { class: 'num' }, n(f.log_end_offset)), h('td', { class: 'num' }, n(f.lag)),
+        h('td', { class: f.in_isr ? 'in-isr' : 'out-isr' }, f.in_isr ? 'in ISR' : 'OUT'),
+        h('td', { class: 'muted' }, f.last_fetch_time_ms === null ? 'never fetched' : `fetched @${n(f.last_fetch_time_ms)}`)))];
+    return h('div', { class: 'partition', 'data-tp': tp },
+      h('div', {}, h('b', {}, tp), `  LEO ${n(p.log_end_offset)} · HW `, h('b', { class: 'hw-value' }, n(p.high_watermark)),
+        ` · ISR [${(p.isr || []).join(', ')}] of [${(p.replicas || []).join(', ')}] · min ISR ${p.effective_min_isr}`),
+      bar,
+      h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'replica'), h('th', { class: 'num' }, 'LEO'), h('th', { class: 'num' }, 'lag'), h('th', {}, 'ISR'), h('th', {}, 'last fetch'))), h('tbody', {}, rows)));
+  }) : h('div', { class: 'empty' }, 'no topics yet: send a produce'));
+}
+
+function renderFollowers() {
+  const fs = frame.state.followers || [];
+  fill('followers', fs.length ? fs.map((f) => {
+    const id = f.replica_id;
+    const delay = h('input', { type: 'number', min: 0, value: f.fetch_delay_ms, 'aria-label': `fetch delay of follower ${id}` });
+    const state = String(f.state).toLowerCase();
+    return h('div', { class: 'follower', 'data-follower': id },
+      h('span', { class: 'name' }, `replica ${id} `, h('b', { class: `state-${state}` }, state), f.connected ? '' : ' (not connected)'),
+      h('button', { onclick: () => follower(id, 'pause'), disabled: state === 'paused' ? 'disabled' : null }, 'pause'),
+      h('button', { onclick: () => follower(id, 'resume'), disabled: state === 'running' ? 'disabled' : null }, 'resume'),
+      h('button', { onclick: () => follower(id, 'crash') }, 'crash'),
+      h('button', { onclick: () => follower(id, 'restart') }, 'restart'),
+      delay, h('button', { onclick: () => follower(id, 'delay', Math.max(0, Number(delay.value) || 0)) }, 'set delay'));
+  }) : h('div', { class: 'empty' }, 'no embedded followers'));
+}
+
+function renderEvents() {
+  fill('events', events.length ? events.slice(0, 30).map((e) =>
+    h('li', { class: e.kind === 'isr_shrink' ? 'err' : '' }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
+    : h('li', { class: 'empty' }, 'none yet'));
+}
+
+function causeText(r) {
+  const c = r.cause;
+  let t;
+  switch (c.kind) {
+    case 'follower_fetch': t = `HW ${c.high_watermark} at follower ${c.replica} fetch #${c.correlation_id} @${c.fetch_offset}`; break;
+    case 'append': t = `data appended by request ${c.request}`; break;
+    case 'isr_shrink': t = `ISR shrink moved the HW to ${c.high_watermark}`; break;
+    case 'expired': t = 'expired (timeout fired in the wheel)'; break;
+    case 'error': t = 'error'; break;
+    case 'immediate': t = r.purgatory ? 'completed at once' : 'not parked'; break;
+    default: t = r.state === 'parked' ? `parked in ${r.purgatory}…` : '–';
+  }
+  return t;
+}
+
+const PHASES = ['request_queue', 'local', 'remote', 'response_queue', 'response_send'];
+const PHASE_LABEL = { request_queue: 'queue', local: 'local', remote: 'remote', response_queue: 'resp-queue', response_send: 'send' };
+
+// The request table is a log: on a busy broker each frame brings 20 new rows, more than
+// anyone reads, and rows are most of what a frame costs the browser to lay out. So it is
+// redrawn at most every REQUESTS_EVERY_MS (the rest of the page follows every frame);
+// rows that arrive in between show with the next redraw.
+const REQUESTS_EVERY_MS = 250;
+let requestsDrawnAt = -Infinity;
+let requestsTimer = null;
+
+function scheduleRequests() {
+  const wait = REQUESTS_EVERY_MS - (performance.now() - requestsDrawnAt);
+  if (wait <= 0) renderRequests();
+  else if (!requestsTimer) requestsTimer = setTimeout(renderRequests, wait);
+}
+
+function renderRequests() {
+  requestsDrawnAt = performance.now();
+  if (requestsTimer) { clearTimeout(requestsTimer); requestsTimer = null; }
+  const client = document.getElementById('filter-client').value.trim().toLowerCase();
+  const topic = document.getElementById('filter-topic').value.trim().toLowerCase();
+  const now = nowMs();
+  const rows = [...requests.values()]
+    .filter((r) => !client || r.client_id.toLowerCase().includes(client))
+    .filter((r) => !topic || r.partitions.some((p) => p.topic.toLowerCase().includes(topic)))
+    .sort((a, b) => b.seq - a.seq)
+    .slice(0, SHOWN_REQUESTS);
+  const body = document.querySelector('#requests tbody');
+  const shown = rows.map((r) => {
+    // A finished request's row never changes: built once, then reused.
+    const cached = requestRows.get(r.seq);
+    if (cached && cached.state === 'done' && r.state === 'done') return cached.tr;
+    const tr = requestRow(r, now);
+    requestRows.set(r.seq, { state: r.state, tr });
+    return tr;
+  });
+  const keep = new Set(rows.map((r) => r.seq));
+  for (const seq of [...requestRows.keys()]) if (!keep.has(seq)) requestRows.delete(seq);
+  if (!rows.length) {
+    body.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
+    return;
+  }
+  // Only new and changed rows go in; the rest stay where they are (new rows arrive at the
+  // top and push the oldest out at the bottom), so the browser lays out only what moved.
+  shown.forEach((tr, i) => {
+    const at = body.children[i];
+    if (at !== tr) body.insertBefore(tr, at || null);
+  });
+  while (body.children.length > shown.length) body.lastElementChild.remove();
+}
+
+// One row of the request table.
+function requestRow(r, now) {
+  const ph = r.phases_ms;
+  const waiting = r.state !== 'done';
+  const total = ph.total ?? null;
+  const segs = PHASES.map((k) => {
+    const v = ph[k];
+    if (v === null || v === undefined) return null;
+    return h('span', { class: `ph ${k}`, style: `flex-grow:${Math.max(v, total ? total / 400 : 0.0001)}`, title: `${PHASE_LABEL[k]} ${msText(v)} ms` });
+  });
+  if (waiting && r.purgatory) segs.push(h('span', { class: 'waiting', style: 'flex-grow:1000', title: 'parked: waiting in the purgatory' }));
+  const phaseText = waiting
+    ? (r.purgatory ? `parked in ${r.purgatory} for ${n(Math.max(0, Math.round(now - r.at_ms)))} ms (broker clock), deadline ${n(r.deadline_ms)}` : 'in flight')
+    : PHASES.map((k) => `${PHASE_LABEL[k]} ${msText(ph[k])}`).join(' · ') + ' ms';
+  const tps = r.partitions.map((p) => {
+    let t = `${p.topic}-${p.partition}`;
+    if (r.request === 'Produce' && p.offset >= 0) t += ` @${p.offset}`;
+    if (r.request.startsWith('Fetch')) t += ` from ${p.offset}`;
+    return t;
+  }).join(', ');
+  const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
+  return h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
+    h('td', { class: 'num' }, r.seq),
+    h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
+    h('td', { class: 'client' }, who),
+    h('td', { class: 'tps' }, tps),
+    h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
+    h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
+    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
+}
+
+// The countdowns to deadlines and bucket flushes, on the broker clock.
+function renderCountdowns() {
+  const now = nowMs();
+  for (const tr of document.querySelectorAll('tr.pending-op')) {
+    const d = Number(tr.getAttribute('data-deadline'));
+    const cell = tr.children[4];
+    if (cell) textIfChanged(cell, `${n(d)} (in ${n(Math.max(0, Math.round(d - now)))} ms)`);
+  }
+  for (const el of document.querySelectorAll('#bucket-queue .countdown')) {
+    textIfChanged(el, `(in ${n(Math.max(0, Math.round(Number(el.getAttribute('data-at')) - now)))} ms)`);
+  }
+}
+
+// Between frames: the clock and the countdowns move on. Skipped while frames arrive (each
+// frame draws them), so a busy page repaints once per frame, not twice.
+setInterval(() => {
+  if (!frame || performance.now() - frameAt < 100) return;
+  renderClock();
+  renderCountdowns();
+  // Fading flashes and arrows.
+  if (flashes.length || arrows.length) {
+    drawn.wheel = null;
+    renderWheel();
+  }
+}, 100);
+
+setupControls();
+connect();

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""acks=all throughput with the live view open vs closed, in interleaved rounds.
+
+Starts the broker (two embedded followers, topic `bench` with three replicas) and, per
+round, runs each condition in turn (the order rotating from round to round):
+
+  closed   nobody watches;
+  open     the live view streams: an SSE client reading /api/view/stream (--viewer sse),
+           or the page itself in Debian's headless chromium (--viewer browser);
+  base     another build of the broker (--base-bin, e.g. main before the view), closed.
+
+Each condition measures two things with librdkafka (confluent-kafka), acks=all, and for
+each the broker's CPU time per record (all its threads, the embedded followers included,
+from /proc: on a busy shared machine this varies far less than the wall-clock rate):
+  pipelined   --messages records of 100 bytes produced as fast as the producer goes
+              (linger.ms=0: each request carries what queued up while the last was in
+              flight), records/s;
+  sequential  --sequential records, each flushed before the next (one request in flight,
+              latency-bound), produces/s.
+
+Prints each round and the medians, and the ratios to `closed`. Run from the repository
+root with the test venv: .venv/bin/python scripts/bench_view.py --rounds 5
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    def __init__(self, binary):
+        self.port, self.admin_port = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.admin = f"http://127.0.0.1:{self.admin_port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="bench-view-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--config", os.path.join(ROOT, "config", "broker.toml"),
+             "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{self.admin_port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"})
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(self.admin + "/api/state", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic("bench", 1, 3)])["bench"].result(timeout=30)
+        for _ in range(300):
+            state = json.load(urllib.request.urlopen(self.admin + "/api/state", timeout=2))
+            if all(any(p["topic"] == "bench" for p in f["partitions"]) for f in state["followers"]):
+                break
+            time.sleep(0.05)
+
+    def cpu_ns(self):
+        """CPU time of every thread of the broker so far, in ns."""
+        total = 0
+        task_dir = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                with open(f"{task_dir}/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass  # a thread that just ended
+        return total
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+# The SSE reader runs in its own process: in this one it would compete with the producer
+# loop for the interpreter lock, and slow the producer, not the broker.
+READER = r"""
+import signal, sys, urllib.request
+frames = 0
+def done(*_):
+    print(frames, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
+for line in urllib.request.urlopen(sys.argv[1], timeout=60):
+    if line.startswith(b"event: frame"):
+        frames += 1
+"""
+
+
+class SseViewer:
+    """Reads the page's stream, as the page would, counting frames."""
+
+    def __init__(self, broker):
+        self.proc = subprocess.Popen([sys.executable, "-c", READER, broker.admin + "/api/view/stream"],
+                                     stdout=subprocess.PIPE, text=True)
+
+    def stop(self):
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        return int(out.strip() or 0)
+
+
+class BrowserViewer:
+    """The page itself in headless chromium; `about:blank` between rounds closes its stream."""
+
+    driver = None
+
+    def __init__(self, broker):
+        if BrowserViewer.driver is None:
+            from selenium import webdriver
+            from selenium.webdriver.chrome.service import Service
+            opts = webdriver.ChromeOptions()
+            opts.binary_location = "/usr/bin/chromium"
+            for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1600,1000"]:
+                opts.add_argument(arg)
+            BrowserViewer.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+        self.driver = BrowserViewer.driver
+        self.driver.get(broker.admin + "/")
+        for _ in range(200):
+            if self.driver.execute_script("return window.purgatoryFrames || 0") > 0:
+                break
+            time.sleep(0.05)
+
+    def stop(self):
+        frames = self.driver.execute_script("return window.purgatoryFrames || 0")
+        self.driver.get("about:blank")
+        return frames
+
+
+def pipelined(bootstrap, messages):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                  "queue.buffering.max.messages": max(100000, messages), "client.id": "bench-pipelined"})
+    p.produce("bench", b"w")
+    p.flush(30)
+    value = b"x" * 100
+    start = time.perf_counter()
+    for _ in range(messages):
+        while True:
+            try:
+                p.produce("bench", value)
+                break
+            except BufferError:
+                p.poll(0.001)
+        p.poll(0)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - start
+    assert left == 0
+    return messages / elapsed
+
+
+def sequential(bootstrap, count):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "client.id": "bench-sequential"})
+    p.produce("bench", b"w")
+    p.flush(30)
+    start = time.perf_counter()
+    for _ in range(count):
+        p.produce("bench", b"y" * 100)
+        p.flush(30)
+    return count / (time.perf_counter() - start)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "purgatory"))
+    ap.add_argument("--base-bin", help="another broker build to compare with, page closed")
+    ap.add_argument("--viewer", choices=["sse", "browser"], default="sse")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--messages", type=int, default=100000)
+    ap.add_argument("--sequential", type=int, default=2000)
+    args = ap.parse_args()
+
+    brokers = {"closed": Broker(args.bin)}
+    brokers["open"] = brokers["closed"]
+    if args.base_bin:
+        brokers["base"] = Broker(args.base_bin)
+    conditions = ["closed", "open"] + (["base"] if args.base_bin else [])
+    results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": []}
+               for c in conditions}
+    viewer_class = SseViewer if args.viewer == "sse" else BrowserViewer
+    try:
+        for r in range(args.rounds):
+            order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
+            line = [f"round {r + 1}:"]
+            for c in order:
+                b = brokers[c]
+                viewer = viewer_class(b) if c == "open" else None
+                t0 = time.perf_counter()
+                c0 = b.cpu_ns()
+                pipe = pipelined(b.bootstrap, args.messages)
+                c1 = b.cpu_ns()
+                seq = sequential(b.bootstrap, args.sequential)
+                c2 = b.cpu_ns()
+                results[c]["cpu_us_pipelined"].append((c1 - c0) / 1e3 / (args.messages + 1))
+                results[c]["cpu_us_sequential"].append((c2 - c1) / 1e3 / (args.sequential + 1))
+                if viewer:
+                    frames = viewer.stop()
+                    results[c]["frames/s"].append(frames / (time.perf_counter() - t0))
+                results[c]["pipelined"].append(pipe)
+                results[c]["sequential"].append(seq)
+                line.append(f"{c} {pipe:,.0f} rec/s {seq:,.0f} seq/s "
+                            f"[{results[c]['cpu_us_pipelined'][-1]:.2f} / {results[c]['cpu_us_sequential'][-1]:.1f} cpu µs]")
+            print("  ".join(line), flush=True)
+    finally:
+        for b in set(brokers.values()):
+            b.stop()
+        if BrowserViewer.driver is not None:
+            BrowserViewer.driver.quit()
+
+    print()
+    keys = ("pipelined", "sequential", "cpu_us_pipelined", "cpu_us_sequential")
+    base = {k: statistics.median(results["closed"][k]) for k in keys}
+    print("medians (ratio to closed)")
+    for c in conditions:
+        med = {k: statistics.median(v) for k, v in results[c].items() if v}
+        extra = f"  {med['frames/s']:.1f} frames/s streamed" if "frames/s" in med else ""
+        r = {k: med[k] / base[k] for k in keys}
+        print(f"{c:>7}: pipelined {med['pipelined']:>9,.0f} rec/s ({r['pipelined']:.3f}), "
+              f"broker CPU {med['cpu_us_pipelined']:.2f} µs/rec ({r['cpu_us_pipelined']:.3f});"
+              f"  sequential {med['sequential']:>6,.0f} produces/s ({r['sequential']:.3f}), "
+              f"broker CPU {med['cpu_us_sequential']:.1f} µs/produce ({r['cpu_us_sequential']:.3f}){extra}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
