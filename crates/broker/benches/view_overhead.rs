@@ -167,6 +167,7 @@ fn main() {
         }
     }
     let state = AdminState {
+        coordinator: purgatory::coordinator::GroupCoordinator::new(&rm),
         rm: Arc::clone(&rm),
         followers: EmbeddedFollowers::none(),
         token: None,

@@ -46,6 +46,8 @@ const MAX_GROUPS_SHOWN: usize = 200;
 pub struct AdminState {
     /// The broker.
     pub rm: Arc<ReplicaManager>,
+    /// Its group coordinator.
+    pub coordinator: Arc<GroupCoordinator>,
     /// Followers running inside this process (may be empty).
     pub followers: EmbeddedFollowers,
     /// Bearer token required for mutating calls, if configured.
@@ -92,7 +94,11 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// The whole picture, as served by `GET /api/state`.
-pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
+pub fn state_json(
+    rm: &ReplicaManager,
+    coordinator: &GroupCoordinator,
+    followers: &EmbeddedFollowers,
+) -> Value {
     let partitions: Vec<Value> = rm
         .topics()
         .iter()
@@ -102,7 +108,6 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
                 .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
         })
         .collect();
-    let coordinator = GroupCoordinator::existing(rm);
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),
@@ -112,17 +117,17 @@ pub fn state_json(rm: &ReplicaManager, followers: &EmbeddedFollowers) -> Value {
         "purgatories": {
             "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
             "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
-            "rebalance": coordinator.as_ref().map(|c| c.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN)),
-            "heartbeat": coordinator.as_ref().map(|c| c.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN)),
+            "rebalance": coordinator.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN),
+            "heartbeat": coordinator.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN),
         },
-        "groups": coordinator.as_ref().map(|c| c.snapshot(MAX_GROUPS_SHOWN)),
+        "groups": coordinator.snapshot(MAX_GROUPS_SHOWN),
         "timer": rm.timer.snapshot(),
         "followers": followers.statuses(),
     })
 }
 
 async fn get_state(State(s): State<AdminState>) -> Json<Value> {
-    Json(state_json(&s.rm, &s.followers))
+    Json(state_json(&s.rm, &s.coordinator, &s.followers))
 }
 
 async fn get_followers(State(s): State<AdminState>) -> Json<Value> {
@@ -298,8 +303,10 @@ mod tests {
             clock: ClockMode::Manual,
             ..BrokerConfig::default()
         };
+        let rm = ReplicaManager::new(config);
         AdminState {
-            rm: ReplicaManager::new(config),
+            coordinator: GroupCoordinator::new(&rm),
+            rm,
             followers: EmbeddedFollowers::none(),
             token: token.map(str::to_string),
         }

@@ -35,6 +35,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, warn};
 
+use crate::apis::KafkaApis;
 use crate::handlers::{self, api_versions, Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
 use crate::telemetry::{Outcome, RequestName, RequestTiming, Telemetry};
@@ -130,7 +131,8 @@ impl<E: std::fmt::Display> From<E> for Close {
 }
 
 /// Serves one connection until the client leaves or misbehaves.
-pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr) {
+pub async fn serve(apis: Arc<KafkaApis>, stream: TcpStream, peer: SocketAddr) {
+    let rm = &apis.replica_manager;
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     let (slots_tx, slots_rx) = mpsc::channel::<Slot>(rm.config.max_in_flight_per_connection);
@@ -144,7 +146,7 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
         telemetry,
     ));
     let outcome = tokio::select! {
-        outcome = read_loop(&rm, reader, slots_tx, &budget, peer) => outcome,
+        outcome = read_loop(&apis, reader, slots_tx, &budget, peer) => outcome,
         // The writer only stops early on a write error: the socket is gone.
         _ = &mut write_task => return,
     };
@@ -165,12 +167,13 @@ pub async fn serve(rm: Arc<ReplicaManager>, stream: TcpStream, peer: SocketAddr)
 }
 
 async fn read_loop(
-    rm: &Arc<ReplicaManager>,
+    apis: &KafkaApis,
     reader: OwnedReadHalf,
     slots: mpsc::Sender<Slot>,
     budget: &ResponseBudget,
     peer: SocketAddr,
 ) -> Close {
+    let rm = &apis.replica_manager;
     let mut reader = FrameReader::new(reader);
     loop {
         let frame = match reader.read_frame(rm.config.socket_request_max_bytes).await {
@@ -192,7 +195,7 @@ async fn read_loop(
                 let reserved = response_reservation(rm, &request);
                 budget.reserve(reserved).await;
                 let local_start = Instant::now();
-                let mut slot = handle(rm, ctx, api_key, request, reserved);
+                let mut slot = handle(apis, ctx, api_key, request, reserved);
                 slot.timing = Some(RequestTiming {
                     trace,
                     name,
@@ -460,13 +463,13 @@ fn response_reservation(rm: &ReplicaManager, request: &RequestKind) -> usize {
 
 /// Runs a decoded request's handler.
 fn handle(
-    rm: &Arc<ReplicaManager>,
+    apis: &KafkaApis,
     ctx: RequestContext,
     api_key: ApiKey,
     request: RequestKind,
     reserved: usize,
 ) -> Slot {
-    let reply = handlers::dispatch(rm, &ctx, request);
+    let reply = handlers::dispatch(apis, &ctx, request);
     Slot {
         correlation_id: ctx.correlation_id,
         api_key,
@@ -479,14 +482,14 @@ fn handle(
 
 /// Decodes a frame and runs its handler, without a response budget (for tests).
 #[cfg(test)]
-fn handle_frame(rm: &Arc<ReplicaManager>, frame: Bytes, peer: SocketAddr) -> Result<Slot, Close> {
+fn handle_frame(apis: &KafkaApis, frame: Bytes, peer: SocketAddr) -> Result<Slot, Close> {
     Ok(match decode_frame(frame, peer)? {
         Decoded::Answered(slot) => slot,
         Decoded::Request {
             ctx,
             api_key,
             request,
-        } => handle(rm, ctx, api_key, request, 0),
+        } => handle(apis, ctx, api_key, request, 0),
     })
 }
 
@@ -904,7 +907,7 @@ mod tests {
             clock: ClockMode::Manual,
             ..BrokerConfig::default()
         };
-        let rm = ReplicaManager::new(config);
+        let apis = KafkaApis::new(ReplicaManager::new(config));
         let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
         let mut handled = 0;
@@ -923,10 +926,10 @@ mod tests {
                             }
                         })
                         .collect();
-                    let result = handle_frame(&rm, frame(api as i16, version, &body), peer);
+                    let result = handle_frame(&apis, frame(api as i16, version, &body), peer);
                     if let Ok(slot) = result {
                         if let Reply::Later(mut rx) = slot.reply {
-                            rm.timer.advance_by(120_000);
+                            apis.replica_manager.timer.advance_by(120_000);
                             let _ = rx.try_recv();
                         }
                         handled += 1;

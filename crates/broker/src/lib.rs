@@ -24,6 +24,7 @@
 //! [`telemetry`] (what happened to it: phases, causes, replication events, metrics).
 
 pub mod admin;
+pub mod apis;
 pub mod config;
 pub mod connection;
 pub mod coordinator;

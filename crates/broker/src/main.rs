@@ -243,6 +243,7 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     if rm.config.admin_enable {
         let state = AdminState {
             rm: rm.clone(),
+            coordinator: broker.group_coordinator().clone(),
             followers: followers.clone(),
             token: rm.config.admin_token.clone(),
         };

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::apis::KafkaApis;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::coordinator::GroupCoordinator;
@@ -37,7 +38,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// A running broker.
 pub struct Broker {
-    rm: Arc<ReplicaManager>,
+    apis: Arc<KafkaApis>,
     local_addr: SocketAddr,
     accept_task: JoinHandle<()>,
 }
@@ -58,20 +59,20 @@ impl Broker {
         rm.set_bound_port(local_addr.port());
         // The group coordinator starts with the broker, so that its purgatories show in the
         // state API from the start; __consumer_offsets is created when a group first needs it.
-        GroupCoordinator::of(&rm);
+        let apis = KafkaApis::new(rm.clone());
         info!(
             listen = %local_addr,
             advertised = %format!("{}:{}", rm.config.advertised_host(), local_addr.port()),
             clock = ?rm.config.clock,
             "Kafka listener ready"
         );
-        let accept_rm = rm.clone();
+        let accept_apis = apis.clone();
         let accept_task = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
                         debug!(%peer, "connection accepted");
-                        tokio::spawn(connection::serve(accept_rm.clone(), stream, peer));
+                        tokio::spawn(connection::serve(accept_apis.clone(), stream, peer));
                     }
                     Err(e) => {
                         // Usually EMFILE: back off briefly instead of spinning.
@@ -82,7 +83,7 @@ impl Broker {
             }
         });
         Ok(Broker {
-            rm,
+            apis,
             local_addr,
             accept_task,
         })
@@ -95,13 +96,18 @@ impl Broker {
 
     /// The broker's shared state.
     pub fn replica_manager(&self) -> &Arc<ReplicaManager> {
-        &self.rm
+        &self.apis.replica_manager
+    }
+
+    /// The group coordinator.
+    pub fn group_coordinator(&self) -> &Arc<GroupCoordinator> {
+        &self.apis.group_coordinator
     }
 
     /// Stops accepting connections and stops the timer.
     pub fn shutdown(&self) {
         self.accept_task.abort();
-        self.rm.shutdown();
+        self.apis.replica_manager.shutdown();
     }
 }
 

@@ -34,6 +34,7 @@ impl Cluster {
         let followers = EmbeddedFollowers::start_for(tb.rm(), &tb.bootstrap(), &[2, 3], &template);
         let state = AdminState {
             rm: tb.rm().clone(),
+            coordinator: tb.broker.group_coordinator().clone(),
             followers: followers.clone(),
             token: token.map(str::to_string),
         };

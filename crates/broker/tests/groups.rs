@@ -50,7 +50,7 @@ async fn broker(initial_delay_ms: i32) -> TestBroker {
 }
 
 fn coordinator(tb: &TestBroker) -> std::sync::Arc<GroupCoordinator> {
-    GroupCoordinator::of(tb.rm()).expect("coordinator")
+    tb.broker.group_coordinator().clone()
 }
 
 /// (state, generation, members) of the group.

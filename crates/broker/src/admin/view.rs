@@ -145,7 +145,7 @@ fn clock_json(s: &AdminState) -> Value {
 /// Builds the next frame for a stream and moves its cursor on.
 fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
     let telemetry = &s.rm.telemetry;
-    let mut state = state_json(&s.rm, &s.followers);
+    let mut state = state_json(&s.rm, &s.coordinator, &s.followers);
     // Each pending operation the request log knows, with its request.
     if let Some(purgatories) = state["purgatories"].as_object_mut() {
         for purgatory in purgatories.values_mut().filter(|p| p.is_object()) {

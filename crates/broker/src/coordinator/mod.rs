@@ -289,8 +289,8 @@ pub struct GroupHandle {
     state: Mutex<GroupMetadata>,
 }
 
-/// The group coordinator. One per broker, found through the replica manager
-/// ([`GroupCoordinator::of`]).
+/// The group coordinator. One per broker, held beside the replica manager in
+/// [`KafkaApis`](crate::apis::KafkaApis).
 pub struct GroupCoordinator {
     me: Weak<GroupCoordinator>,
     timer: Timer,
@@ -319,17 +319,6 @@ impl Fx {
 }
 
 impl GroupCoordinator {
-    /// The broker's coordinator, created on first use. `None` only if the replica
-    /// manager's coordinator slot holds something else (never, in this crate).
-    pub fn of(rm: &Arc<ReplicaManager>) -> Option<Arc<GroupCoordinator>> {
-        rm.coordinator_or_init(|| GroupCoordinator::new(rm))
-    }
-
-    /// The broker's coordinator if it has been created (the broker creates it at start-up).
-    pub fn existing(rm: &ReplicaManager) -> Option<Arc<GroupCoordinator>> {
-        rm.coordinator()
-    }
-
     /// A coordinator appending through `rm`, on `rm`'s timer.
     pub fn new(rm: &Arc<ReplicaManager>) -> Arc<GroupCoordinator> {
         let purgatory_config = PurgatoryConfig {

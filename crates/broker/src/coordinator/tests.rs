@@ -47,7 +47,7 @@ fn harness(configure: impl FnOnce(&mut BrokerConfig)) -> Harness {
         false,
     )
     .unwrap();
-    let c = GroupCoordinator::of(&rm).unwrap();
+    let c = GroupCoordinator::new(&rm);
     Harness { rm, c }
 }
 

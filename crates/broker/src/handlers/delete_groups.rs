@@ -6,23 +6,18 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::coordinator::GroupCoordinator;
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a DeleteGroups request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     _ctx: &RequestContext,
     req: DeleteGroupsRequest,
 ) -> ResponseKind {
     let ids: Vec<String> = req.groups_names.iter().map(|g| g.0.to_string()).collect();
-    let errors = match GroupCoordinator::of(rm) {
-        Some(c) => c.handle_delete_groups(&ids),
-        None => vec![Some(ResponseError::CoordinatorNotAvailable); ids.len()],
-    };
+    let errors = c.handle_delete_groups(&ids);
     let results = req
         .groups_names
         .into_iter()

@@ -6,29 +6,21 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::coordinator::{GroupCoordinator, GROUP_AUTHORIZED_OPERATIONS};
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a DescribeGroups request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     ctx: &RequestContext,
     req: DescribeGroupsRequest,
 ) -> ResponseKind {
     let v = ctx.api_version;
-    let coordinator = GroupCoordinator::of(rm);
     let groups = req
         .groups
         .into_iter()
         .map(|group_id| {
-            let Some(c) = &coordinator else {
-                return DescribedGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(ResponseError::CoordinatorNotAvailable.code());
-            };
             let d = c.handle_describe_group(group_id.0.as_str(), v);
             let members = d
                 .members

@@ -28,21 +28,16 @@ const TRANSACTION: i8 = 1;
 /// Handles a FindCoordinator request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
+    coordinator: &GroupCoordinator,
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> ResponseKind {
     let (host, port) = metadata::advertised(rm);
     let found = |key_type: i8| -> Result<(), (ResponseError, String)> {
         match key_type {
-            GROUP => match GroupCoordinator::of(rm) {
-                Some(c) => c
-                    .find_coordinator()
-                    .map_err(|why| (ResponseError::CoordinatorNotAvailable, why)),
-                None => Err((
-                    ResponseError::CoordinatorNotAvailable,
-                    "no group coordinator".into(),
-                )),
-            },
+            GROUP => coordinator
+                .find_coordinator()
+                .map_err(|why| (ResponseError::CoordinatorNotAvailable, why)),
             TRANSACTION => Err((
                 ResponseError::CoordinatorNotAvailable,
                 "this broker has no transaction coordinator".into(),

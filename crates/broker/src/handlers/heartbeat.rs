@@ -5,27 +5,22 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::coordinator::GroupCoordinator;
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a Heartbeat request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     _ctx: &RequestContext,
     req: HeartbeatRequest,
 ) -> ResponseKind {
-    let error = match GroupCoordinator::of(rm) {
-        Some(c) => c.handle_heartbeat(
-            req.group_id.0.as_str(),
-            req.member_id.as_str(),
-            req.group_instance_id.as_deref(),
-            req.generation_id,
-        ),
-        None => Some(ResponseError::CoordinatorNotAvailable),
-    };
+    let error = c.handle_heartbeat(
+        req.group_id.0.as_str(),
+        req.member_id.as_str(),
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+    );
     ResponseKind::Heartbeat(
         HeartbeatResponse::default().with_error_code(error.map_or(0, |e| e.code())),
     )

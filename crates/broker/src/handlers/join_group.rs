@@ -13,21 +13,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
 use super::{sb, Reply, RequestContext};
 use crate::coordinator::member::JoinGroupResult;
 use crate::coordinator::{GroupCoordinator, JoinGroupParams};
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a JoinGroup request.
-pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
+pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
     let v = ctx.api_version;
-    let Some(c) = GroupCoordinator::of(rm) else {
-        let result = JoinGroupResult::error(&req.member_id, ResponseError::CoordinatorNotAvailable);
-        return Reply::now(ResponseKind::JoinGroup(response(result, v)));
-    };
     let params = JoinGroupParams {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),

@@ -7,15 +7,13 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::coordinator::{GroupCoordinator, LeavingMember};
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a LeaveGroup request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     ctx: &RequestContext,
     req: LeaveGroupRequest,
 ) -> ResponseKind {
@@ -36,10 +34,7 @@ pub fn handle(
             })
             .collect()
     };
-    let (top, results) = match GroupCoordinator::of(rm) {
-        Some(c) => c.handle_leave_group(req.group_id.0.as_str(), leaving),
-        None => (Some(ResponseError::CoordinatorNotAvailable), Vec::new()),
-    };
+    let (top, results) = c.handle_leave_group(req.group_id.0.as_str(), leaving);
     if v < 3 {
         let error = top.or_else(|| results.iter().find_map(|(_, e)| *e));
         return ResponseKind::LeaveGroup(

@@ -6,24 +6,16 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse, ResponseKind};
-use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::coordinator::GroupCoordinator;
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a ListGroups request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     ctx: &RequestContext,
     req: ListGroupsRequest,
 ) -> ResponseKind {
-    let Some(c) = GroupCoordinator::of(rm) else {
-        return ResponseKind::ListGroups(
-            ListGroupsResponse::default()
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
-        );
-    };
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_string()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_string()).collect();
     let v = ctx.api_version;

@@ -10,12 +10,10 @@
 //! purgatory and a delayed operation's callback will send it), no response at all
 //! (`acks=0`), or "close the connection". The connection keeps replies in request order.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::sync::oneshot;
 
-use crate::replica_manager::ReplicaManager;
+use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
 pub mod api_versions;
@@ -124,7 +122,9 @@ pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
 }
 
 /// Routes a decoded request to its handler.
-pub fn dispatch(rm: &Arc<ReplicaManager>, ctx: &RequestContext, request: RequestKind) -> Reply {
+pub fn dispatch(apis: &KafkaApis, ctx: &RequestContext, request: RequestKind) -> Reply {
+    let rm = &apis.replica_manager;
+    let gc = &apis.group_coordinator;
     match request {
         RequestKind::ApiVersions(r) => Reply::now(api_versions::handle(ctx, r)),
         RequestKind::Metadata(r) => Reply::now(metadata::handle(rm, ctx, r)),
@@ -138,16 +138,16 @@ pub fn dispatch(rm: &Arc<ReplicaManager>, ctx: &RequestContext, request: Request
         RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
         RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
         RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
-        RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, ctx, r)),
-        RequestKind::JoinGroup(r) => join_group::handle(rm, ctx, r),
-        RequestKind::SyncGroup(r) => sync_group::handle(rm, ctx, r),
-        RequestKind::Heartbeat(r) => Reply::now(heartbeat::handle(rm, ctx, r)),
-        RequestKind::LeaveGroup(r) => Reply::now(leave_group::handle(rm, ctx, r)),
-        RequestKind::OffsetCommit(r) => offset_commit::handle(rm, ctx, r),
-        RequestKind::OffsetFetch(r) => Reply::now(offset_fetch::handle(rm, ctx, r)),
-        RequestKind::ListGroups(r) => Reply::now(list_groups::handle(rm, ctx, r)),
-        RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(rm, ctx, r)),
-        RequestKind::DeleteGroups(r) => Reply::now(delete_groups::handle(rm, ctx, r)),
+        RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
+        RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
+        RequestKind::SyncGroup(r) => sync_group::handle(gc, ctx, r),
+        RequestKind::Heartbeat(r) => Reply::now(heartbeat::handle(gc, ctx, r)),
+        RequestKind::LeaveGroup(r) => Reply::now(leave_group::handle(gc, ctx, r)),
+        RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
+        RequestKind::OffsetFetch(r) => Reply::now(offset_fetch::handle(gc, ctx, r)),
+        RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
+        RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
+        RequestKind::DeleteGroups(r) => Reply::now(delete_groups::handle(gc, ctx, r)),
         // The frontend only decodes APIs listed in SUPPORTED_APIS.
         _ => Reply::Nothing,
     }

@@ -25,7 +25,12 @@ use crate::coordinator::GroupCoordinator;
 use crate::replica_manager::ReplicaManager;
 
 /// Handles an OffsetCommit request.
-pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    coordinator: &Arc<GroupCoordinator>,
+    ctx: &RequestContext,
+    req: OffsetCommitRequest,
+) -> Reply {
     let v = ctx.api_version;
     let now = wall_clock_ms();
     // The answer's shape: topics and partitions in request order.
@@ -74,9 +79,10 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: OffsetCommitR
             errors.extend(refused.into_iter().map(|(k, e)| (k, Some(e))));
             let _ = tx.send(ResponseKind::OffsetCommit(response(shape, &errors)));
         });
-    let coordinator = GroupCoordinator::of(rm);
-    match (coordinator, offsets.is_empty()) {
-        (Some(c), false) => c.handle_commit_offsets(
+    if offsets.is_empty() {
+        respond(Vec::new());
+    } else {
+        coordinator.handle_commit_offsets(
             ctx,
             req.group_id.0.as_str(),
             req.member_id.as_str(),
@@ -84,14 +90,7 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: OffsetCommitR
             req.generation_id_or_member_epoch,
             offsets,
             respond,
-        ),
-        (Some(_), true) => respond(Vec::new()),
-        (None, _) => respond(
-            offsets
-                .into_iter()
-                .map(|(k, _)| (k, Some(ResponseError::CoordinatorNotAvailable)))
-                .collect(),
-        ),
+        );
     }
     Reply::from_callback(rx)
 }

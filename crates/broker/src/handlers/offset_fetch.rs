@@ -18,25 +18,20 @@ use kafka_protocol::ResponseError;
 use super::{sb, RequestContext};
 use crate::coordinator::group::OffsetKey;
 use crate::coordinator::{FetchedOffset, GroupCoordinator};
-use crate::replica_manager::ReplicaManager;
 
 /// One group's answer: per topic (in order), per partition, the offset found.
 type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
 
 /// Handles an OffsetFetch request.
 pub fn handle(
-    rm: &Arc<ReplicaManager>,
+    c: &Arc<GroupCoordinator>,
     ctx: &RequestContext,
     req: OffsetFetchRequest,
 ) -> ResponseKind {
     let v = ctx.api_version;
-    let coordinator = GroupCoordinator::of(rm);
     let fetch = |group: &str,
                  topics: Option<Vec<(String, Vec<i32>)>>|
      -> Result<GroupOffsets, ResponseError> {
-        let c = coordinator
-            .as_ref()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
         let require_stable = v >= 7 && req.require_stable;
         let keys = topics.as_ref().map(|topics| {
             topics

@@ -8,21 +8,15 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
-use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
 use super::{sb, Reply, RequestContext};
 use crate::coordinator::member::SyncGroupResult;
 use crate::coordinator::{GroupCoordinator, SyncGroupParams};
-use crate::replica_manager::ReplicaManager;
 
 /// Handles a SyncGroup request.
-pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
+pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
     let v = ctx.api_version;
-    let Some(c) = GroupCoordinator::of(rm) else {
-        let result = SyncGroupResult::error(ResponseError::CoordinatorNotAvailable);
-        return Reply::now(ResponseKind::SyncGroup(response(result, v)));
-    };
     let params = SyncGroupParams {
         group_id: req.group_id.0.to_string(),
         generation_id: req.generation_id,

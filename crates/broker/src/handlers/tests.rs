@@ -22,6 +22,7 @@ use kafka_protocol::ResponseError;
 use replog::test_util::BatchBuilder;
 
 use super::{dispatch, Reply, RequestContext, SUPPORTED_APIS};
+use crate::apis::KafkaApis;
 use crate::config::{BrokerConfig, ClockMode};
 use crate::connection::encode_response;
 use crate::replica_manager::ReplicaManager;
@@ -350,7 +351,7 @@ fn group_requests(api: ApiKey, v: i16) -> Vec<RequestKind> {
 
 #[test]
 fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
-    let rm: Arc<ReplicaManager> = ReplicaManager::new(group_test_config());
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     let mut checked = 0;
     for &(api, min, max) in SUPPORTED_APIS {
         let min = if api == ApiKey::Produce {
@@ -367,12 +368,12 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                     peer: "127.0.0.1:1".parse().unwrap(),
                     trace: crate::telemetry::TraceId::NONE,
                 };
-                let response = match dispatch(&rm, &ctx, request) {
+                let response = match dispatch(&apis, &ctx, request) {
                     Reply::Now(r) => *r,
                     Reply::Nothing => continue,
                     Reply::Close(reason) => panic!("{api:?} v{version}: closed: {reason}"),
                     Reply::Later(mut rx) => {
-                        rm.timer.advance_by(1_000);
+                        apis.replica_manager.timer.advance_by(1_000);
                         rx.try_recv().unwrap_or_else(|_| {
                             panic!("{api:?} v{version}: parked reply never came")
                         })
@@ -415,7 +416,7 @@ fn round_trip(api: ApiKey, version: i16, response: &ResponseKind) {
 
 /// Sends a request through `dispatch` and returns the response, advancing the manual clock
 /// if it was parked; every response is round-tripped through the codec at `version`.
-fn exchange(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> ResponseKind {
+fn exchange(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
     let api = request_api(&request);
     let ctx = RequestContext {
         correlation_id: 7,
@@ -424,10 +425,10 @@ fn exchange(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> Res
         peer: "127.0.0.1:1".parse().unwrap(),
         trace: crate::telemetry::TraceId::NONE,
     };
-    let response = match dispatch(rm, &ctx, request) {
+    let response = match dispatch(apis, &ctx, request) {
         Reply::Now(r) => *r,
         Reply::Later(mut rx) => {
-            rm.timer.advance_by(1);
+            apis.replica_manager.timer.advance_by(1);
             rx.try_recv()
                 .unwrap_or_else(|_| panic!("{api:?} v{version}: parked reply never came"))
         }
@@ -466,10 +467,10 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
     // paths — join (with MEMBER_ID_REQUIRED from v4), sync with an assignment, heartbeat,
     // commit, fetch, describe a Stable group, list, leave, delete — with every response
     // round-tripped through the codec at its version.
-    let rm = ReplicaManager::new(group_test_config());
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     let text = |s: &str| StrBytes::from_string(s.to_string());
     exchange(
-        &rm,
+        &apis,
         12,
         RequestKind::Metadata(
             MetadataRequest::default()
@@ -484,7 +485,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
         let g = GroupId(text(&format!("life-{i}")));
         let instance = (v(ApiKey::JoinGroup) >= 5).then(|| text("instance"));
 
-        let ResponseKind::FindCoordinator(found) = exchange(&rm, v(ApiKey::FindCoordinator), {
+        let ResponseKind::FindCoordinator(found) = exchange(&apis, v(ApiKey::FindCoordinator), {
             let mut r = FindCoordinatorRequest::default();
             if v(ApiKey::FindCoordinator) >= 4 {
                 r.coordinator_keys = vec![g.0.clone()];
@@ -518,14 +519,14 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
                     .with_metadata(Bytes::from_static(b"subscription"))]),
             )
         };
-        let ResponseKind::JoinGroup(mut joined) = exchange(&rm, v(ApiKey::JoinGroup), join(""))
+        let ResponseKind::JoinGroup(mut joined) = exchange(&apis, v(ApiKey::JoinGroup), join(""))
         else {
             panic!()
         };
         if joined.error_code == ResponseError::MemberIdRequired.code() {
             assert!(v(ApiKey::JoinGroup) >= 4 && instance.is_none(), "step {i}");
             let ResponseKind::JoinGroup(again) = exchange(
-                &rm,
+                &apis,
                 v(ApiKey::JoinGroup),
                 join(&joined.member_id.to_string()),
             ) else {
@@ -566,7 +567,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
             sync.protocol_name = Some(text("range"));
         }
         let ResponseKind::SyncGroup(synced) =
-            exchange(&rm, v(ApiKey::SyncGroup), RequestKind::SyncGroup(sync))
+            exchange(&apis, v(ApiKey::SyncGroup), RequestKind::SyncGroup(sync))
         else {
             panic!()
         };
@@ -577,7 +578,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
         );
 
         let ResponseKind::Heartbeat(beat) = exchange(
-            &rm,
+            &apis,
             v(ApiKey::Heartbeat),
             RequestKind::Heartbeat(
                 HeartbeatRequest::default()
@@ -596,7 +597,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
         assert_eq!(beat.error_code, 0, "step {i}");
 
         let ResponseKind::OffsetCommit(committed) = exchange(
-            &rm,
+            &apis,
             v(ApiKey::OffsetCommit),
             RequestKind::OffsetCommit(
                 OffsetCommitRequest::default()
@@ -645,7 +646,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
                 ]))
         };
         let ResponseKind::OffsetFetch(fetched) =
-            exchange(&rm, fetch_v, RequestKind::OffsetFetch(request))
+            exchange(&apis, fetch_v, RequestKind::OffsetFetch(request))
         else {
             panic!()
         };
@@ -657,7 +658,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
         assert_eq!(offset, 40 + i64::from(i), "step {i}");
 
         let ResponseKind::DescribeGroups(described) = exchange(
-            &rm,
+            &apis,
             v(ApiKey::DescribeGroups),
             RequestKind::DescribeGroups(
                 DescribeGroupsRequest::default().with_groups(vec![g.clone()]),
@@ -674,7 +675,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
         assert_eq!(&d.members[0].member_assignment[..], b"assignment");
 
         let ResponseKind::ListGroups(listed) = exchange(
-            &rm,
+            &apis,
             v(ApiKey::ListGroups),
             RequestKind::ListGroups(ListGroupsRequest::default()),
         ) else {
@@ -691,16 +692,16 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
             leave.member_id = member.clone();
         }
         let ResponseKind::LeaveGroup(left) =
-            exchange(&rm, v(ApiKey::LeaveGroup), RequestKind::LeaveGroup(leave))
+            exchange(&apis, v(ApiKey::LeaveGroup), RequestKind::LeaveGroup(leave))
         else {
             panic!()
         };
         assert_eq!(left.error_code, 0, "step {i}");
 
         // The group rebalances to Empty on the next timer tick; then it can be deleted.
-        rm.timer.advance_by(1);
+        apis.replica_manager.timer.advance_by(1);
         let ResponseKind::DeleteGroups(deleted) = exchange(
-            &rm,
+            &apis,
             v(ApiKey::DeleteGroups),
             RequestKind::DeleteGroups(
                 DeleteGroupsRequest::default().with_groups_names(vec![g.clone()]),
@@ -723,14 +724,14 @@ impl DecodeFrom for ResponseHeader {
     }
 }
 
-fn manual_broker() -> Arc<ReplicaManager> {
-    ReplicaManager::new(BrokerConfig {
+fn manual_broker() -> Arc<KafkaApis> {
+    KafkaApis::new(ReplicaManager::new(BrokerConfig {
         clock: ClockMode::Manual,
         ..BrokerConfig::default()
-    })
+    }))
 }
 
-fn ask(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> ResponseKind {
+fn ask(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
     let ctx = RequestContext {
         correlation_id: 7,
         client_id: "test".into(),
@@ -738,7 +739,7 @@ fn ask(rm: &Arc<ReplicaManager>, version: i16, request: RequestKind) -> Response
         peer: "127.0.0.1:1".parse().unwrap(),
         trace: crate::telemetry::TraceId::NONE,
     };
-    match dispatch(rm, &ctx, request) {
+    match dispatch(apis, &ctx, request) {
         Reply::Now(r) => *r,
         _ => panic!("expected an immediate response"),
     }
@@ -749,7 +750,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
     // Kafka's ConfigSource: 1 = set for the topic, 4 = the broker's config, 5 = default.
     // Leaving it at the field's default (-1) made kafka-python's admin client reject the
     // whole CreateTopics response.
-    let rm = manual_broker();
+    let apis = manual_broker();
     for version in 5..=7 {
         let topic = format!("sourced-{version}");
         let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
@@ -760,7 +761,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
                 .with_name(StrBytes::from_static_str("min.insync.replicas"))
                 .with_value(Some(StrBytes::from_static_str("1")))])]);
         let ResponseKind::CreateTopics(response) =
-            ask(&rm, version, RequestKind::CreateTopics(request))
+            ask(&apis, version, RequestKind::CreateTopics(request))
         else {
             panic!("not a CreateTopics response");
         };
@@ -780,8 +781,8 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
                 )
             })
             .collect();
-        let retention = rm.config.retention_bytes.to_string();
-        let max_message = rm.config.message_max_bytes.to_string();
+        let retention = apis.replica_manager.config.retention_bytes.to_string();
+        let max_message = apis.replica_manager.config.message_max_bytes.to_string();
         assert_eq!(
             sources,
             vec![
@@ -802,7 +803,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
                 .with_configuration_keys(Some(vec![])),
         ]);
         let ResponseKind::DescribeConfigs(described) =
-            ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+            ask(&apis, 4, RequestKind::DescribeConfigs(describe))
         else {
             panic!("not a DescribeConfigs response");
         };
@@ -827,7 +828,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
 
 #[test]
 fn describe_configs_filters_by_the_keys_asked_for() {
-    let rm = manual_broker();
+    let apis = manual_broker();
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(4)
@@ -837,7 +838,7 @@ fn describe_configs_filters_by_the_keys_asked_for() {
                 StrBytes::from_static_str("no.such.key"),
             ]))]);
     let ResponseKind::DescribeConfigs(described) =
-        ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+        ask(&apis, 4, RequestKind::DescribeConfigs(describe))
     else {
         panic!("not a DescribeConfigs response");
     };
@@ -851,18 +852,18 @@ fn describe_configs_filters_by_the_keys_asked_for() {
 
 #[test]
 fn describe_configs_withholds_the_admin_token() {
-    let rm = ReplicaManager::new(BrokerConfig {
+    let apis = KafkaApis::new(ReplicaManager::new(BrokerConfig {
         clock: ClockMode::Manual,
         admin_token: Some("s3cret".into()),
         ..BrokerConfig::default()
-    });
+    }));
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(4)
             .with_resource_name(StrBytes::from_static_str("1"))
             .with_configuration_keys(Some(vec![StrBytes::from_static_str("admin.token")]))]);
     let ResponseKind::DescribeConfigs(described) =
-        ask(&rm, 4, RequestKind::DescribeConfigs(describe))
+        ask(&apis, 4, RequestKind::DescribeConfigs(describe))
     else {
         panic!("not a DescribeConfigs response");
     };
@@ -876,12 +877,12 @@ fn describe_configs_withholds_the_admin_token() {
 fn list_offsets_refuses_a_partition_asked_for_twice() {
     // Kafka answers INVALID_REQUEST for every entry of a partition named more than once,
     // rather than two offsets a client cannot tell apart.
-    let rm = manual_broker();
+    let apis = manual_broker();
     let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
         .with_name(name("twice"))
         .with_num_partitions(2)
         .with_replication_factor(3)]);
-    ask(&rm, 7, RequestKind::CreateTopics(create));
+    ask(&apis, 7, RequestKind::CreateTopics(create));
     let entry = |partition: i32, timestamp: i64| {
         ListOffsetsPartition::default()
             .with_partition_index(partition)
@@ -890,7 +891,8 @@ fn list_offsets_refuses_a_partition_asked_for_twice() {
     let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
         .with_name(name("twice"))
         .with_partitions(vec![entry(0, -1), entry(0, -2), entry(1, -1)])]);
-    let ResponseKind::ListOffsets(response) = ask(&rm, 7, RequestKind::ListOffsets(request)) else {
+    let ResponseKind::ListOffsets(response) = ask(&apis, 7, RequestKind::ListOffsets(request))
+    else {
         panic!("not a ListOffsets response");
     };
     let answers: Vec<(i32, i16, i64)> = response.topics[0]
@@ -1136,9 +1138,9 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
         group_coordinator_max_committed_offsets: 12,
         ..BrokerConfig::default()
     };
-    let rm = ReplicaManager::new(config);
+    let apis = KafkaApis::new(ReplicaManager::new(config));
     exchange(
-        &rm,
+        &apis,
         12,
         RequestKind::Metadata(
             MetadataRequest::default()
@@ -1148,7 +1150,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
                 ])),
         ),
     );
-    let c = crate::coordinator::GroupCoordinator::of(&rm).unwrap();
+    let c = apis.group_coordinator.clone();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6a0c);
     let mut seen: Vec<String> = Vec::new();
     let mut parked: Vec<tokio::sync::oneshot::Receiver<ResponseKind>> = Vec::new();
@@ -1175,7 +1177,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
                     peer: "127.0.0.1:1".parse().unwrap(),
                     trace: crate::telemetry::TraceId::NONE,
                 };
-                let response = match dispatch(&rm, &ctx, request) {
+                let response = match dispatch(&apis, &ctx, request) {
                     Reply::Now(r) => Some(*r),
                     Reply::Later(rx) => {
                         parked.push(rx);
@@ -1210,7 +1212,9 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
         for g in c.snapshot(8).list {
             states_seen.insert(g.state);
         }
-        rm.timer.advance_by(rng.gen_range(0..20_000));
+        apis.replica_manager
+            .timer
+            .advance_by(rng.gen_range(0..20_000));
         parked.retain_mut(|rx| match rx.try_recv() {
             Ok(response) => {
                 if let ResponseKind::JoinGroup(j) = &response {
@@ -1233,7 +1237,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
     );
     // Far past every session timeout: no member outlives its session, except those a
     // hostile rebalance timeout (up to i32::MAX ms) keeps waiting in a DelayedJoin.
-    rm.timer.advance_by(1_900_000);
+    apis.replica_manager.timer.advance_by(1_900_000);
     for mut rx in parked {
         if rx.try_recv().is_err() {
             assert!(

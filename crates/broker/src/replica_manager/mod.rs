@@ -42,7 +42,6 @@ pub mod producer_ids;
 
 pub use append::AppendOrigin;
 
-use std::any::Any;
 use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::ResponseError;
@@ -101,12 +100,6 @@ pub struct ReplicaManager {
     pub telemetry: Arc<Telemetry>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
-    /// The group coordinator, which sits a layer above this one (it appends to
-    /// `__consumer_offsets` through [`append_records`](Self::append_records)). The
-    /// connection hands each handler only the replica manager, so the coordinator is
-    /// found through it; it is stored type-erased so that this layer names nothing above
-    /// it. See [`coordinator_or_init`](Self::coordinator_or_init).
-    coordinator: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 impl ReplicaManager {
@@ -133,7 +126,6 @@ impl ReplicaManager {
             telemetry: Arc::new(Telemetry::default()),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
-            coordinator: OnceLock::new(),
             config,
         });
         schedule_isr_check(Arc::downgrade(&rm));
@@ -153,24 +145,6 @@ impl ReplicaManager {
     /// The listener's bound port, once known.
     pub fn bound_port(&self) -> Option<i32> {
         self.bound_port.get().copied()
-    }
-
-    /// The coordinator slot: the `T` stored there, created by `init` on first use. `None`
-    /// only if the slot holds another type (a programming error, answered by the caller as
-    /// COORDINATOR_NOT_AVAILABLE rather than a panic).
-    pub fn coordinator_or_init<T: Any + Send + Sync>(
-        &self,
-        init: impl FnOnce() -> Arc<T>,
-    ) -> Option<Arc<T>> {
-        let erased = self
-            .coordinator
-            .get_or_init(|| init() as Arc<dyn Any + Send + Sync>);
-        erased.clone().downcast::<T>().ok()
-    }
-
-    /// The `T` in the coordinator slot, if it has been created.
-    pub fn coordinator<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        self.coordinator.get()?.clone().downcast::<T>().ok()
     }
 
     /// The cluster id reported in Metadata.
