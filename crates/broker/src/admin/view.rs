@@ -43,6 +43,7 @@ use kafka_protocol::records::{
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
+use timewheel::Timer;
 use tracing::{info, warn};
 
 use super::clock;
@@ -304,16 +305,7 @@ async fn post_freeze(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorize(&s, peer, &headers) {
-        return *denied;
-    }
-    match clock::freeze(&s.rm.timer) {
-        Ok(()) => {
-            info!(target: "purgatory::admin", %peer, now_ms = s.rm.now_ms(), "clock frozen");
-            Json(clock_json(&s)).into_response()
-        }
-        Err(why) => error(StatusCode::CONFLICT, why),
-    }
+    change_clock(&s, peer, &headers, clock::freeze, "clock frozen")
 }
 
 async fn post_resume(
@@ -321,13 +313,25 @@ async fn post_resume(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorize(&s, peer, &headers) {
+    change_clock(&s, peer, &headers, clock::resume, "clock resumed")
+}
+
+/// Freezes or resumes the broker's clock for an authorized caller, answering with the
+/// clock's new state (409 if it already was so).
+fn change_clock(
+    s: &AdminState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    change: fn(&Timer) -> Result<(), String>,
+    what: &str,
+) -> Response {
+    if let Err(denied) = authorize(s, peer, headers) {
         return *denied;
     }
-    match clock::resume(&s.rm.timer) {
+    match change(&s.rm.timer) {
         Ok(()) => {
-            info!(target: "purgatory::admin", %peer, now_ms = s.rm.now_ms(), "clock resumed");
-            Json(clock_json(&s)).into_response()
+            info!(target: "purgatory::admin", %peer, now_ms = s.rm.now_ms(), "{what}");
+            Json(clock_json(s)).into_response()
         }
         Err(why) => error(StatusCode::CONFLICT, why),
     }
