@@ -94,6 +94,10 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// The whole picture, as served by `GET /api/state`.
+///
+/// `now_ms` is read after every snapshot, so it is never earlier than anything the
+/// snapshots show: a member or an operation that is gone was removed at or before `now_ms`
+/// (a script that sees a timeout's effect also sees a clock at or past its deadline).
 pub fn state_json(
     rm: &ReplicaManager,
     coordinator: &GroupCoordinator,
@@ -108,21 +112,25 @@ pub fn state_json(
                 .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
         })
         .collect();
+    let purgatories = json!({
+        "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
+        "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
+        "rebalance": coordinator.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN),
+        "heartbeat": coordinator.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN),
+    });
+    let groups = coordinator.snapshot(MAX_GROUPS_SHOWN);
+    let timer = rm.timer.snapshot();
+    let followers = followers.statuses();
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),
         "clock": rm.config.clock,
         "log_bytes": rm.log_bytes(),
         "partitions": partitions,
-        "purgatories": {
-            "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
-            "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
-            "rebalance": coordinator.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN),
-            "heartbeat": coordinator.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN),
-        },
-        "groups": coordinator.snapshot(MAX_GROUPS_SHOWN),
-        "timer": rm.timer.snapshot(),
-        "followers": followers.statuses(),
+        "purgatories": purgatories,
+        "groups": groups,
+        "timer": timer,
+        "followers": followers,
     })
 }
 
