@@ -14,9 +14,17 @@ each the broker's CPU time per record (all its threads, the embedded followers i
 from /proc: on a busy shared machine this varies far less than the wall-clock rate):
   pipelined   --messages records of 100 bytes produced as fast as the producer goes
               (linger.ms=0: each request carries what queued up while the last was in
-              flight), records/s;
+              flight), records/s, and records per Produce request (from /metrics): fewer
+              records per request means more requests, so more broker work per record;
   sequential  --sequential records, each flushed before the next (one request in flight,
               latency-bound), produces/s.
+
+--pin splits the machine's CPUs: the broker and the producer on the first half, the viewer
+(the SSE reader, or chromium and everything it starts) on the rest, in every condition.
+Unpinned, on a small machine, the browser's rendering takes CPU from the producer and the
+broker, and the figure says what this machine's CPU can do for all three; pinned, it says
+what the open view costs the broker itself (its frames, its request log), as it would with
+the browser on another core or another machine.
 
 Prints each round and the medians, and the ratios to `closed`. Run from the repository
 root with the test venv: .venv/bin/python scripts/bench_view.py --rounds 5
@@ -38,6 +46,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
+# With --pin: the CPUs of the broker and the producer, and those of the viewer (None: any).
+BROKER_CPUS = None
+VIEWER_CPUS = None
+
+
+def pinned(cmd, cpus):
+    """`cmd` run on `cpus` (with everything it starts), or as it is if `cpus` is None."""
+    return cmd if cpus is None else ["taskset", "-c", ",".join(map(str, sorted(cpus)))] + cmd
+
 
 def free_port():
     with socket.socket() as s:
@@ -52,8 +69,8 @@ class Broker:
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.log = tempfile.NamedTemporaryFile(prefix="bench-view-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [binary, "serve", "--config", os.path.join(ROOT, "config", "broker.toml"),
-             "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{self.admin_port}"],
+            pinned([binary, "serve", "--config", os.path.join(ROOT, "config", "broker.toml"),
+             "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{self.admin_port}"], BROKER_CPUS),
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"})
         for _ in range(300):
             try:
@@ -81,6 +98,12 @@ class Broker:
                 pass  # a thread that just ended
         return total
 
+    def produce_requests(self):
+        """Produce requests answered so far (from /metrics)."""
+        text = urllib.request.urlopen(self.admin + "/metrics", timeout=5).read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('kafka_network_requestmetrics_requests_total{request="Produce"'))
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=10)
@@ -105,13 +128,36 @@ class SseViewer:
     """Reads the page's stream, as the page would, counting frames."""
 
     def __init__(self, broker):
-        self.proc = subprocess.Popen([sys.executable, "-c", READER, broker.admin + "/api/view/stream"],
+        self.proc = subprocess.Popen(pinned([sys.executable, "-c", READER, broker.admin + "/api/view/stream"], VIEWER_CPUS),
                                      stdout=subprocess.PIPE, text=True)
 
     def stop(self):
         self.proc.terminate()
         out, _ = self.proc.communicate(timeout=10)
         return int(out.strip() or 0)
+
+
+SPINNER = r"""
+import time
+while True:
+    end = time.perf_counter() + 0.005
+    while time.perf_counter() < end:
+        pass
+    time.sleep(0.005)
+"""
+
+
+class Spinner:
+    """No view at all: a process that keeps half a CPU busy where the viewer would run (with
+    --pin, the viewer's CPUs). A control: what any busy neighbour costs the broker."""
+
+    def __init__(self, broker):
+        self.proc = subprocess.Popen(pinned([sys.executable, "-c", SPINNER], VIEWER_CPUS))
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        return 0
 
 
 class BrowserViewer:
@@ -125,6 +171,13 @@ class BrowserViewer:
             from selenium.webdriver.chrome.service import Service
             opts = webdriver.ChromeOptions()
             opts.binary_location = "/usr/bin/chromium"
+            if VIEWER_CPUS is not None:
+                # chromedriver starts the browser: a wrapper pins it (and its renderers).
+                wrapper = os.path.join(tempfile.mkdtemp(), "chromium")
+                with open(wrapper, "w") as f:
+                    f.write("#!/bin/sh\nexec " + " ".join(pinned(["/usr/bin/chromium"], VIEWER_CPUS)) + ' "$@"\n')
+                os.chmod(wrapper, 0o755)
+                opts.binary_location = wrapper
             for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1600,1000"]:
@@ -179,20 +232,34 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "purgatory"))
     ap.add_argument("--base-bin", help="another broker build to compare with, page closed")
-    ap.add_argument("--viewer", choices=["sse", "browser"], default="sse")
+    ap.add_argument("--viewer", choices=["sse", "browser", "spin"], default="sse",
+                    help="spin: no view, a process keeping half a CPU busy (a control)")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--messages", type=int, default=100000)
-    ap.add_argument("--sequential", type=int, default=2000)
+    # A run must last well over a frame interval (90 ms), or one frame more or less decides
+    # the figure: about a second each, on a 2-core machine.
+    ap.add_argument("--messages", type=int, default=1000000)
+    ap.add_argument("--sequential", type=int, default=5000)
+    ap.add_argument("--pin", action="store_true",
+                    help="broker and producer on the first half of the CPUs, the viewer on the rest")
     args = ap.parse_args()
+    if args.pin:
+        global BROKER_CPUS, VIEWER_CPUS
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("--pin needs at least two CPUs")
+        BROKER_CPUS, VIEWER_CPUS = set(cpus[:len(cpus) // 2]), set(cpus[len(cpus) // 2:])
+        os.sched_setaffinity(0, BROKER_CPUS)  # the producer (librdkafka's threads start later)
+        print(f"pinned: broker and producer on CPUs {sorted(BROKER_CPUS)}, viewer on {sorted(VIEWER_CPUS)}")
 
     brokers = {"closed": Broker(args.bin)}
     brokers["open"] = brokers["closed"]
     if args.base_bin:
         brokers["base"] = Broker(args.base_bin)
     conditions = ["closed", "open"] + (["base"] if args.base_bin else [])
-    results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": []}
+    results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": [],
+                   "records_per_request": []}
                for c in conditions}
-    viewer_class = SseViewer if args.viewer == "sse" else BrowserViewer
+    viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner}[args.viewer]
     try:
         for r in range(args.rounds):
             order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
@@ -201,9 +268,11 @@ def main():
                 b = brokers[c]
                 viewer = viewer_class(b) if c == "open" else None
                 t0 = time.perf_counter()
+                r0 = b.produce_requests()
                 c0 = b.cpu_ns()
                 pipe = pipelined(b.bootstrap, args.messages)
                 c1 = b.cpu_ns()
+                results[c]["records_per_request"].append((args.messages + 1) / max(1, b.produce_requests() - r0 - 1))
                 seq = sequential(b.bootstrap, args.sequential)
                 c2 = b.cpu_ns()
                 results[c]["cpu_us_pipelined"].append((c1 - c0) / 1e3 / (args.messages + 1))
@@ -213,7 +282,7 @@ def main():
                     results[c]["frames/s"].append(frames / (time.perf_counter() - t0))
                 results[c]["pipelined"].append(pipe)
                 results[c]["sequential"].append(seq)
-                line.append(f"{c} {pipe:,.0f} rec/s {seq:,.0f} seq/s "
+                line.append(f"{c} {pipe:,.0f} rec/s ({results[c]['records_per_request'][-1]:.1f} rec/req) {seq:,.0f} seq/s "
                             f"[{results[c]['cpu_us_pipelined'][-1]:.2f} / {results[c]['cpu_us_sequential'][-1]:.1f} cpu µs]")
             print("  ".join(line), flush=True)
     finally:
@@ -231,7 +300,8 @@ def main():
         extra = f"  {med['frames/s']:.1f} frames/s streamed" if "frames/s" in med else ""
         r = {k: med[k] / base[k] for k in keys}
         print(f"{c:>7}: pipelined {med['pipelined']:>9,.0f} rec/s ({r['pipelined']:.3f}), "
-              f"broker CPU {med['cpu_us_pipelined']:.2f} µs/rec ({r['cpu_us_pipelined']:.3f});"
+              f"broker CPU {med['cpu_us_pipelined']:.2f} µs/rec ({r['cpu_us_pipelined']:.3f}), "
+              f"{med['records_per_request']:.1f} records/request;"
               f"  sequential {med['sequential']:>6,.0f} produces/s ({r['sequential']:.3f}), "
               f"broker CPU {med['cpu_us_sequential']:.1f} µs/produce ({r['cpu_us_sequential']:.3f}){extra}")
 

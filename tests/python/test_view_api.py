@@ -247,3 +247,39 @@ def test_the_stream_sends_ten_frames_a_second_while_things_change_and_none_when_
         assert len(arrivals) == settled, "frames sent while nothing changed"
     finally:
         b.stop()  # which ends the stream and its reader
+
+
+def test_a_frame_lists_the_first_pending_operations_and_the_buckets_of_all():
+    """With many produces parked, a frame carries the 12 with the earliest deadlines (each
+    with its request), counts all of them, and lists every wheel bucket that holds one, so
+    the page outlines them all; /api/state still lists every one."""
+    b = Broker(["--clock", "manual"])
+    try:
+        follow_topic(b, "many")
+        for replica in (2, 3):
+            call(b, "POST", f"/api/followers/{replica}/pause", b"")
+        for i in range(20):
+            # Timeouts from 5 ms to 2.4 s: their timers land in buckets of three levels.
+            call(b, "POST", "/api/send", {"topic": "many", "client_id": f"many-{i}", "timeout_ms": 5 + 125 * i,
+                                          "value": f"v{i}"})
+        wait_for("twenty produces parked", lambda: b.state()["purgatories"]["produce"]["delayed"] == 20)
+
+        every = b.state()["purgatories"]["produce"]["pending"]
+        assert len(every) == 20
+        produce = call(b, "GET", "/api/view")["state"]["purgatories"]["produce"]
+        assert produce["pending_total"] == 20
+        shown = produce["pending"]
+        assert len(shown) == 12
+        deadlines = sorted(op["deadline_ms"] for op in every)
+        assert [op["deadline_ms"] for op in shown] == deadlines[:12]
+        assert all(op["request"]["client_id"].startswith("many-") for op in shown)
+
+        buckets = {}
+        for op in every:
+            key = (op["bucket"]["level"], op["bucket"]["slot"])
+            buckets[key] = buckets.get(key, 0) + 1
+        assert len({level for level, _ in buckets}) == 3
+        listed = {(x["level"], x["slot"]): x["operations"] for x in produce["pending_buckets"]}
+        assert listed == buckets
+    finally:
+        b.stop()

@@ -299,7 +299,10 @@ function render() {
 function producePending(st) {
   const out = [];
   for (const p of Object.values(st.purgatories || {})) {
-    if (p && p.name === 'Produce') for (const op of p.pending || []) out.push(op.deadline_ms);
+    if (p && p.name === 'Produce') {
+      for (const op of p.pending || []) out.push(op.deadline_ms);
+      for (const b of p.pending_buckets || []) out.push(`${b.level}/${b.slot}`);
+    }
   }
   return out;
 }
@@ -388,6 +391,8 @@ function renderWheel() {
   const produceBuckets = new Set();
   for (const p of Object.values(frame.state.purgatories || {})) {
     if (!p || p.name !== 'Produce') continue;
+    // A frame lists the first few pending operations and the buckets of all of them.
+    for (const b of p.pending_buckets || []) produceBuckets.add(`${b.level}/${b.slot}`);
     for (const op of p.pending || []) {
       const b = op.bucket || bucketOf(op.deadline_ms);
       if (b) produceBuckets.add(`${b.level}/${b.slot}`);

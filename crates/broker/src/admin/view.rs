@@ -60,6 +60,11 @@ const FIRST_FRAME_REQUESTS: usize = 60;
 /// thousands a second could not be read anyway. Frames carry each request's one-line
 /// story, not its steps.
 const FRAME_REQUESTS: usize = 20;
+/// Pending operations listed per purgatory in a frame, each with its request: the page
+/// shows 12. The rest are counted (`pending_total`) and their wheel buckets listed
+/// (`pending_buckets`), so the wheel can still outline every bucket holding a parked
+/// produce. A busy broker has hundreds parked, and listing them all made a frame 150 kB.
+const FRAME_PENDING: usize = 12;
 /// Replication events sent per frame at most.
 const FRAME_EVENTS: usize = 40;
 /// How often a stream looks for changes: 11 frames a second at most, a little over the
@@ -147,9 +152,13 @@ fn clock_json(s: &AdminState) -> Value {
 fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
     let telemetry = &s.rm.telemetry;
     let mut state = state_json(&s.rm, &s.coordinator, &s.followers);
-    // Each pending operation the request log knows, with its request.
+    // The first pending operations, each with its request if the request log knows it.
     if let Some(purgatories) = state["purgatories"].as_object_mut() {
         for purgatory in purgatories.values_mut().filter(|p| p.is_object()) {
+            purgatory["pending_buckets"] = pending_buckets(&purgatory["pending"]);
+            if let Some(pending) = purgatory["pending"].as_array_mut() {
+                pending.truncate(FRAME_PENDING);
+            }
             for op in purgatory["pending"].as_array_mut().into_iter().flatten() {
                 let seq = op["description"].as_str().and_then(request_tag);
                 if let Some(mut view) = seq.and_then(|seq| telemetry.request(seq)) {
@@ -201,6 +210,26 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
         "events": events,
         "token_required": s.token.is_some(),
     })
+}
+
+/// The wheel buckets holding the timeouts of a purgatory's pending operations, with how
+/// many each holds: `[{"level", "slot", "operations"}]`, in the order first met.
+fn pending_buckets(pending: &Value) -> Value {
+    let mut buckets: Vec<(u64, u64, u64)> = Vec::new();
+    for op in pending.as_array().into_iter().flatten() {
+        let bucket = &op["bucket"];
+        let (Some(level), Some(slot)) = (bucket["level"].as_u64(), bucket["slot"].as_u64()) else {
+            continue;
+        };
+        match buckets.iter_mut().find(|b| b.0 == level && b.1 == slot) {
+            Some(b) => b.2 += 1,
+            None => buckets.push((level, slot, 1)),
+        }
+    }
+    buckets
+        .into_iter()
+        .map(|(level, slot, operations)| json!({"level": level, "slot": slot, "operations": operations}))
+        .collect()
 }
 
 /// What tells whether anything happened since the last frame: new requests or events
