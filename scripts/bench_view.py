@@ -147,6 +147,30 @@ while True:
 """
 
 
+MEMORY_SPINNER = r"""
+import time
+a, b = bytearray(32 << 20), bytearray(32 << 20)
+while True:
+    end = time.perf_counter() + 0.005
+    while time.perf_counter() < end:
+        b[:] = a
+    time.sleep(0.005)
+"""
+
+
+class MemorySpinner:
+    """No view at all: a process copying 32 MB buffers half the time where the viewer would
+    run. A control: what a neighbour's memory traffic costs the broker."""
+
+    def __init__(self, broker):
+        self.proc = subprocess.Popen(pinned([sys.executable, "-c", MEMORY_SPINNER], VIEWER_CPUS))
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        return 0
+
+
 class Spinner:
     """No view at all: a process that keeps half a CPU busy where the viewer would run (with
     --pin, the viewer's CPUs). A control: what any busy neighbour costs the broker."""
@@ -232,8 +256,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "purgatory"))
     ap.add_argument("--base-bin", help="another broker build to compare with, page closed")
-    ap.add_argument("--viewer", choices=["sse", "browser", "spin"], default="sse",
-                    help="spin: no view, a process keeping half a CPU busy (a control)")
+    ap.add_argument("--viewer", choices=["sse", "browser", "spin", "memspin"], default="sse",
+                    help="spin: no view, a process keeping half a CPU busy; memspin: the same "
+                    "copying memory (controls)")
     ap.add_argument("--rounds", type=int, default=5)
     # A run must last well over a frame interval (90 ms), or one frame more or less decides
     # the figure: about a second each, on a 2-core machine.
@@ -259,7 +284,8 @@ def main():
     results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": [],
                    "records_per_request": []}
                for c in conditions}
-    viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner}[args.viewer]
+    viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
+                    "memspin": MemorySpinner}[args.viewer]
     try:
         for r in range(args.rounds):
             order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
