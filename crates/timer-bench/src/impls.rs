@@ -7,6 +7,9 @@
 //! * `timewheel-locked` (churn only): the bare wheel behind the same kind of mutex as the
 //!   `Timer`'s and nothing else, to tell what the lock costs from what the rest of the
 //!   `Timer` (its task, its larger slot, its wake-up check) costs;
+//! * `timewheel-fenced` (churn only): the bare wheel with two atomic read-modify-writes
+//!   around each call and no lock: what a lock's acquire and release cost as memory
+//!   barriers (on x86 each is a `lock`-prefixed instruction), apart from locking;
 //! * `binary-heap`: [`HeapTimer`], a `BinaryHeap` with tombstones;
 //! * `delay-queue`: `tokio_util::time::DelayQueue` (itself a slab-backed hierarchical
 //!   wheel with 64 slots per level), used from inside a tokio runtime context.
@@ -16,6 +19,7 @@
 //! `Option` can wrap for free) and the same sequence of operations.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use timewheel::{Key, Timer, TimerConfig, TimerHandle, TimingWheel};
@@ -105,6 +109,49 @@ impl TimerImpl for LockedWheel {
     #[inline(never)]
     fn cancel(&mut self, handle: Key) -> bool {
         self.0.lock().remove(handle).is_some()
+    }
+}
+
+/// The bare wheel, with an atomic read-modify-write before and after each call, as a
+/// lock's acquire and release would do, but guarding nothing.
+pub struct FencedWheel {
+    wheel: TimingWheel<NonZeroU32>,
+    fence: AtomicU64,
+}
+
+impl FencedWheel {
+    #[inline]
+    fn fence(&self) {
+        self.fence.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl TimerImpl for FencedWheel {
+    const NAME: &'static str = "timewheel-fenced";
+    type Handle = Key;
+
+    fn with_capacity(capacity: usize) -> Self {
+        FencedWheel {
+            wheel: <TimingWheel<NonZeroU32> as TimerImpl>::with_capacity(capacity),
+            fence: AtomicU64::new(0),
+        }
+    }
+
+    // Not inlined, like `LockedWheel`'s.
+    #[inline(never)]
+    fn add(&mut self, delay_ms: u64, id: NonZeroU32) -> Key {
+        self.fence();
+        let key = self.wheel.insert(delay_ms, id);
+        self.fence();
+        key
+    }
+
+    #[inline(never)]
+    fn cancel(&mut self, handle: Key) -> bool {
+        self.fence();
+        let removed = self.wheel.remove(handle).is_some();
+        self.fence();
+        removed
     }
 }
 

@@ -19,7 +19,8 @@
 //!
 //! The timer workloads run against this crate (`impl=timewheel`, plus `timewheel-timer`
 //! for the shared, locked `Timer`, and in churn `timewheel-locked`, the bare wheel behind a
-//! mutex), a `BinaryHeap` with tombstones (`binary-heap`) and
+//! mutex, and `timewheel-fenced`, the bare wheel with a lock's two atomic read-modify-writes
+//! per call and no lock), a `BinaryHeap` with tombstones (`binary-heap`) and
 //! `tokio_util::time::DelayQueue` (`delay-queue`). Each prints one line per implementation,
 //! `WORKLOAD impl=NAME key=value ...`, then one `WORKLOAD ratio=BASELINE/timewheel ...` line
 //! per baseline (a ratio above 1 means ours is faster). This is a plain binary rather than

@@ -16,7 +16,7 @@ use timewheel::TimingWheel;
 use crate::alloc::live_bytes;
 use crate::cpu::thread_cpu;
 use crate::heap::HeapTimer;
-use crate::impls::{in_tokio, LockedWheel, SharedTimer, TimerImpl, TokioDelayQueue};
+use crate::impls::{in_tokio, FencedWheel, LockedWheel, SharedTimer, TimerImpl, TokioDelayQueue};
 use crate::rng::SplitMix;
 use crate::workloads::add_cancel::id;
 use crate::{print_ratios, Flags, Report};
@@ -51,6 +51,9 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     }
     if flags.wants("timewheel-locked") {
         reports.push(measure::<LockedWheel>(pending, ops, victim, seed));
+    }
+    if flags.wants("timewheel-fenced") {
+        reports.push(measure::<FencedWheel>(pending, ops, victim, seed));
     }
     if flags.wants("binary-heap") {
         reports.push(measure::<HeapTimer<NonZeroU32>>(pending, ops, victim, seed));
