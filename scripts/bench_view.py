@@ -124,12 +124,34 @@ for line in urllib.request.urlopen(sys.argv[1], timeout=60):
 """
 
 
+def processes_cpu(match):
+    """CPU seconds so far of the processes for which `match(pid, cmdline)` is true."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            if not match(int(pid), cmdline):
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass  # gone meanwhile
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class SseViewer:
     """Reads the page's stream, as the page would, counting frames."""
 
     def __init__(self, broker):
         self.proc = subprocess.Popen(pinned([sys.executable, "-c", READER, broker.admin + "/api/view/stream"], VIEWER_CPUS),
                                      stdout=subprocess.PIPE, text=True)
+
+    def cpu(self):
+        return processes_cpu(lambda pid, _cmdline: pid == self.proc.pid)
 
     def stop(self):
         self.proc.terminate()
@@ -165,6 +187,9 @@ class MemorySpinner:
     def __init__(self, broker):
         self.proc = subprocess.Popen(pinned([sys.executable, "-c", MEMORY_SPINNER], VIEWER_CPUS))
 
+    def cpu(self):
+        return processes_cpu(lambda pid, _cmdline: pid == self.proc.pid)
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=10)
@@ -178,6 +203,9 @@ class Spinner:
     def __init__(self, broker):
         self.proc = subprocess.Popen(pinned([sys.executable, "-c", SPINNER], VIEWER_CPUS))
 
+    def cpu(self):
+        return processes_cpu(lambda pid, _cmdline: pid == self.proc.pid)
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=10)
@@ -188,6 +216,8 @@ class BrowserViewer:
     """The page itself in headless chromium; `about:blank` between rounds closes its stream."""
 
     driver = None
+    # Every chromium process of this run has it on its command line.
+    profile = tempfile.mkdtemp(prefix="bench-view-chromium-")
 
     def __init__(self, broker):
         if BrowserViewer.driver is None:
@@ -204,7 +234,7 @@ class BrowserViewer:
                 opts.binary_location = wrapper
             for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1600,1000"]:
+                        f"--user-data-dir={BrowserViewer.profile}", "--window-size=1600,1000"]:
                 opts.add_argument(arg)
             BrowserViewer.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
         self.driver = BrowserViewer.driver
@@ -213,6 +243,10 @@ class BrowserViewer:
             if self.driver.execute_script("return window.purgatoryFrames || 0") > 0:
                 break
             time.sleep(0.05)
+
+    def cpu(self):
+        marker = BrowserViewer.profile.encode()
+        return processes_cpu(lambda _pid, cmdline: marker in cmdline)
 
     def stop(self):
         frames = self.driver.execute_script("return window.purgatoryFrames || 0")
@@ -282,7 +316,7 @@ def main():
         brokers["base"] = Broker(args.base_bin)
     conditions = ["closed", "open"] + (["base"] if args.base_bin else [])
     results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": [],
-                   "records_per_request": []}
+                   "records_per_request": [], "viewer_cpu": []}
                for c in conditions}
     viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
                     "memspin": MemorySpinner}[args.viewer]
@@ -294,6 +328,7 @@ def main():
                 b = brokers[c]
                 viewer = viewer_class(b) if c == "open" else None
                 t0 = time.perf_counter()
+                v0 = viewer.cpu() if viewer else 0
                 r0 = b.produce_requests()
                 c0 = b.cpu_ns()
                 pipe = pipelined(b.bootstrap, args.messages)
@@ -304,6 +339,7 @@ def main():
                 results[c]["cpu_us_pipelined"].append((c1 - c0) / 1e3 / (args.messages + 1))
                 results[c]["cpu_us_sequential"].append((c2 - c1) / 1e3 / (args.sequential + 1))
                 if viewer:
+                    results[c]["viewer_cpu"].append((viewer.cpu() - v0) / (time.perf_counter() - t0))
                     frames = viewer.stop()
                     results[c]["frames/s"].append(frames / (time.perf_counter() - t0))
                 results[c]["pipelined"].append(pipe)
@@ -323,7 +359,8 @@ def main():
     print("medians (ratio to closed)")
     for c in conditions:
         med = {k: statistics.median(v) for k, v in results[c].items() if v}
-        extra = f"  {med['frames/s']:.1f} frames/s streamed" if "frames/s" in med else ""
+        extra = (f"  {med['frames/s']:.1f} frames/s streamed, the viewer used {med['viewer_cpu']:.0%} of a CPU"
+                 if "viewer_cpu" in med else "")
         r = {k: med[k] / base[k] for k in keys}
         print(f"{c:>7}: pipelined {med['pipelined']:>9,.0f} rec/s ({r['pipelined']:.3f}), "
               f"broker CPU {med['cpu_us_pipelined']:.2f} µs/rec ({r['cpu_us_pipelined']:.3f}), "
