@@ -104,8 +104,8 @@ function patchNode(have, want) {
   for (const k of have.handlers || []) have[k] = null;
   for (const k of want.handlers || []) have[k] = want[k];
   have.handlers = want.handlers;
-  // An input keeps what is being typed in it (a changed `value` attribute still shows in
-  // an input nobody has typed in).
+  // What is being typed in an input is its `value` property, which the `value` attribute
+  // only sets until someone types: patching attributes leaves it alone.
   patchChildren(have, [...want.childNodes]);
 }
 
@@ -331,7 +331,6 @@ function render() {
   redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
   redraw('groups', JSON.stringify(st.groups), renderGroups);
   redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
-  // Redrawing the followers would also reset a fetch delay being typed.
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
   redraw('events', events.length ? events[0].seq : -1, renderEvents);
   scheduleRequests();
