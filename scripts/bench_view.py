@@ -243,13 +243,15 @@ class BrowserViewer:
             if self.driver.execute_script("return window.purgatoryFrames || 0") > 0:
                 break
             time.sleep(0.05)
+        # Frames are counted from here, as the SSE reader's are from its start.
+        self.frames_before = self.driver.execute_script("return window.purgatoryFrames || 0")
 
     def cpu(self):
         marker = BrowserViewer.profile.encode()
         return processes_cpu(lambda _pid, cmdline: marker in cmdline)
 
     def stop(self):
-        frames = self.driver.execute_script("return window.purgatoryFrames || 0")
+        frames = self.driver.execute_script("return window.purgatoryFrames || 0") - self.frames_before
         self.driver.get("about:blank")
         return frames
 
