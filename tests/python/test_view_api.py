@@ -283,3 +283,44 @@ def test_a_frame_lists_the_first_pending_operations_and_the_buckets_of_all():
         assert listed == buckets
     finally:
         b.stop()
+
+
+def test_the_stream_count_is_bounded_and_a_closed_stream_frees_its_place():
+    """Each open stream costs the broker frames; a client opening them without end gets 503
+    with a reason once 32 are open, and a place again once one closes."""
+    import http.client
+    import urllib.error
+
+    b = Broker()
+    try:
+        host, port = b.admin.removeprefix("http://").split(":")
+        streams = []
+        for _ in range(32):
+            conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            conn.request("GET", "/api/view/stream")
+            response = conn.getresponse()
+            assert response.status == 200
+            assert response.readline().startswith(b"event: frame")
+            streams.append((conn, response))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(b.admin + "/api/view/stream", timeout=10)
+        assert refused.value.code == 503
+        assert "32 live view streams are open" in json.load(refused.value)["error"]
+        # /api/view and the rest of the admin API are not limited.
+        assert "state" in call(b, "GET", "/api/view")
+
+        conn, _ = streams.pop()
+        conn.close()
+
+        def reopened():
+            try:
+                with urllib.request.urlopen(b.admin + "/api/view/stream", timeout=10) as r:
+                    return r.status == 200 and r.readline().startswith(b"event: frame")
+            except urllib.error.HTTPError as e:
+                assert e.code == 503
+                return False
+        wait_for("a place for a new stream once one closed", reopened)
+    finally:
+        for conn, _ in streams:
+            conn.close()
+        b.stop()

@@ -166,12 +166,12 @@ fn main() {
                 .finish(&timing, None, t, Instant::now(), Outcome::Sent);
         }
     }
-    let state = AdminState {
-        coordinator: purgatory::coordinator::GroupCoordinator::new(&rm),
-        rm: Arc::clone(&rm),
-        followers: EmbeddedFollowers::none(),
-        token: None,
-    };
+    let state = AdminState::new(
+        Arc::clone(&rm),
+        purgatory::coordinator::GroupCoordinator::new(&rm),
+        EmbeddedFollowers::none(),
+        None,
+    );
     let frames = 2_000;
     let start = Instant::now();
     let mut bytes = 0;

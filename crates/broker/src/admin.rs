@@ -52,6 +52,26 @@ pub struct AdminState {
     pub followers: EmbeddedFollowers,
     /// Bearer token required for mutating calls, if configured.
     pub token: Option<String>,
+    /// What the live view's streams share.
+    view: Arc<view::ViewShared>,
+}
+
+impl AdminState {
+    /// The admin listener's view of a broker (`token`: see `admin.token`).
+    pub fn new(
+        rm: Arc<ReplicaManager>,
+        coordinator: Arc<GroupCoordinator>,
+        followers: EmbeddedFollowers,
+        token: Option<String>,
+    ) -> Self {
+        AdminState {
+            rm,
+            coordinator,
+            followers,
+            token,
+            view: Arc::default(),
+        }
+    }
 }
 
 /// Binds the admin listener and serves it in the background. Returns the bound address.
@@ -312,12 +332,12 @@ mod tests {
             ..BrokerConfig::default()
         };
         let rm = ReplicaManager::new(config);
-        AdminState {
-            coordinator: GroupCoordinator::new(&rm),
-            rm,
-            followers: EmbeddedFollowers::none(),
-            token: token.map(str::to_string),
-        }
+        AdminState::new(
+            rm.clone(),
+            GroupCoordinator::new(&rm),
+            EmbeddedFollowers::none(),
+            token.map(str::to_string),
+        )
     }
 
     fn bearer(token: &str) -> HeaderMap {

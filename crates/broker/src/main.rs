@@ -241,12 +241,12 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         EmbeddedFollowers::none()
     };
     if rm.config.admin_enable {
-        let state = AdminState {
-            rm: rm.clone(),
-            coordinator: broker.group_coordinator().clone(),
-            followers: followers.clone(),
-            token: rm.config.admin_token.clone(),
-        };
+        let state = AdminState::new(
+            rm.clone(),
+            broker.group_coordinator().clone(),
+            followers.clone(),
+            rm.config.admin_token.clone(),
+        );
         admin::start(&rm.config.admin_listen, state).await?;
     }
     tokio::signal::ctrl_c().await?;

@@ -32,12 +32,12 @@ impl Cluster {
             ..FollowerConfig::default()
         };
         let followers = EmbeddedFollowers::start_for(tb.rm(), &tb.bootstrap(), &[2, 3], &template);
-        let state = AdminState {
-            rm: tb.rm().clone(),
-            coordinator: tb.broker.group_coordinator().clone(),
-            followers: followers.clone(),
-            token: token.map(str::to_string),
-        };
+        let state = AdminState::new(
+            tb.rm().clone(),
+            tb.broker.group_coordinator().clone(),
+            followers.clone(),
+            token.map(str::to_string),
+        );
         let admin = admin::start("127.0.0.1:0", state)
             .await
             .expect("admin listener")

@@ -7,7 +7,9 @@
 //! - `GET /api/view/stream`: server-sent events, one `frame` event whenever something
 //!   changed, at most every 90 ms (so 11 a second while the broker is busy, none while
 //!   nothing moves; a comment every 15 s keeps the connection open).
-//!   `?followers=1` includes follower fetches in the frames' request lists.
+//!   `?followers=1` includes follower fetches in the frames' request lists. The state in
+//!   a frame is built once for all open streams (reused for 45 ms); at most 32 streams are
+//!   served at once, and a 33rd is refused with 503.
 //! - `GET /api/view`: one frame, for scripts and tests.
 //! - `GET /api/requests`: recent requests with their phases and stories (see
 //!   [`get_requests`]).
@@ -23,7 +25,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
@@ -33,7 +37,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::{self, Stream};
+use futures_util::stream;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
@@ -41,6 +45,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use timewheel::Timer;
@@ -67,6 +72,12 @@ const FRAME_REQUESTS: usize = 20;
 const FRAME_PENDING: usize = 12;
 /// Replication events sent per frame at most.
 const FRAME_EVENTS: usize = 40;
+/// A stream reuses the state another stream built less than this long ago.
+const STATE_REUSE: Duration = Duration::from_millis(45);
+/// Live view streams served at once. Each costs the broker a frame 11 times a second (the
+/// requests and events new to it; the state is shared); a page left open in many tabs, or
+/// a client opening streams in a loop, gets 503 beyond this.
+const MAX_STREAMS: usize = 32;
 /// How often a stream looks for changes: 11 frames a second at most, a little over the
 /// 10 a busy broker should show, and no more (each frame is built for each open page).
 const FRAME_INTERVAL: Duration = Duration::from_millis(90);
@@ -148,8 +159,27 @@ fn clock_json(s: &AdminState) -> Value {
     })
 }
 
-/// Builds the next frame for a stream and moves its cursor on.
-fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
+/// The part of a frame that is the same for every stream at one moment: the state, with
+/// each purgatory's first pending operations and their requests, serialized once.
+pub struct SharedState {
+    built: Instant,
+    /// The state as JSON.
+    json: String,
+    /// The same without the clock readings that move by themselves: two frames whose keys
+    /// are equal show the same picture.
+    key: String,
+}
+
+/// What the live view's streams share: the newest [`SharedState`], and how many streams
+/// are open.
+#[derive(Default)]
+pub struct ViewShared {
+    state: Mutex<Option<Arc<SharedState>>>,
+    streams: AtomicUsize,
+}
+
+/// Builds the shared state now.
+fn build_shared_state(s: &AdminState) -> SharedState {
     let telemetry = &s.rm.telemetry;
     let mut state = state_json(&s.rm, &s.coordinator, &s.followers);
     // The first pending operations, each with its request if the request log knows it.
@@ -168,6 +198,37 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
             }
         }
     }
+    let json = state.to_string();
+    state["now_ms"].take();
+    state["timer"]["now_ms"].take();
+    SharedState {
+        built: Instant::now(),
+        json,
+        key: state.to_string(),
+    }
+}
+
+/// The shared state, built anew unless another stream built it less than
+/// [`STATE_REUSE`] ago: however many pages are open, the broker snapshots its purgatories,
+/// partitions and wheel about 22 times a second at most.
+fn shared_state(s: &AdminState) -> Arc<SharedState> {
+    let mut newest = s.view.state.lock();
+    if let Some(state) = newest
+        .as_ref()
+        .filter(|st| st.built.elapsed() < STATE_REUSE)
+    {
+        return state.clone();
+    }
+    let state = Arc::new(build_shared_state(s));
+    *newest = Some(state.clone());
+    state
+}
+
+/// Builds a stream's next frame (JSON text) from `state` and moves its cursor on.
+/// Also returns what tells whether anything happened since the stream's last frame: new
+/// requests or events (`None`: something did), or else the state's and the clock's key.
+fn frame(s: &AdminState, state: &SharedState, cursor: &mut Cursor) -> (String, Option<String>) {
+    let telemetry = &s.rm.telemetry;
     let filter = RequestFilter {
         no_followers: !cursor.followers,
         ..RequestFilter::default()
@@ -203,13 +264,23 @@ fn frame(s: &AdminState, cursor: &mut Cursor) -> Value {
     cursor.open = open.into_iter().collect();
     let events = telemetry.events.newest(cursor.events_after, FRAME_EVENTS);
     cursor.events_after = telemetry.events.next_seq().saturating_sub(1);
-    json!({
-        "state": state,
-        "clock": clock_json(s),
-        "requests": requests,
-        "events": events,
-        "token_required": s.token.is_some(),
-    })
+
+    let mut clock = clock_json(s);
+    let text = format!(
+        r#"{{"state":{},"clock":{},"requests":{},"events":{},"token_required":{}}}"#,
+        state.json,
+        clock,
+        serde_json::to_string(&requests).unwrap_or_else(|_| "[]".into()),
+        serde_json::to_string(&events).unwrap_or_else(|_| "[]".into()),
+        s.token.is_some(),
+    );
+    let key = if requests.is_empty() && events.is_empty() {
+        clock["now_ms"].take();
+        Some(format!("{}{}", state.key, clock))
+    } else {
+        None
+    };
+    (text, key)
 }
 
 /// The wheel buckets holding the timeouts of a purgatory's pending operations, with how
@@ -232,63 +303,69 @@ fn pending_buckets(pending: &Value) -> Value {
         .collect()
 }
 
-/// What tells whether anything happened since the last frame: new requests or events
-/// (`None`: something did), or else the state and clock minus what moves with the mere
-/// passing of time.
-fn change_key(frame: &mut Value) -> Option<String> {
-    let fresh = |k: &str| frame[k].as_array().is_some_and(|a| !a.is_empty());
-    if fresh("requests") || fresh("events") {
-        return None;
-    }
-    let now = frame["clock"]["now_ms"].take();
-    let state_now = frame["state"]["now_ms"].take();
-    let timer_now = frame["state"]["timer"]["now_ms"].take();
-    let key = format!("{}{}", frame["state"], frame["clock"]);
-    frame["clock"]["now_ms"] = now;
-    frame["state"]["now_ms"] = state_now;
-    frame["state"]["timer"]["now_ms"] = timer_now;
-    Some(key)
-}
-
 #[derive(Deserialize)]
 struct StreamQuery {
     followers: Option<String>,
 }
 
-/// One frame as a page that just opened gets it (the state, the newest requests and
-/// events): what `GET /api/view` serves.
-pub fn first_frame(s: &AdminState, followers: bool) -> Value {
-    frame(s, &mut Cursor::new(followers))
+/// One frame as a page that just opened gets it (the state as it is now, the newest
+/// requests and events): what `GET /api/view` serves, as JSON text.
+pub fn first_frame(s: &AdminState, followers: bool) -> String {
+    let state = Arc::new(build_shared_state(s));
+    *s.view.state.lock() = Some(state.clone());
+    frame(s, &state, &mut Cursor::new(followers)).0
 }
 
-async fn get_view(State(s): State<AdminState>, Query(q): Query<StreamQuery>) -> Json<Value> {
-    Json(first_frame(&s, q.followers.as_deref() == Some("1")))
+async fn get_view(State(s): State<AdminState>, Query(q): Query<StreamQuery>) -> Response {
+    let frame = first_frame(&s, q.followers.as_deref() == Some("1"));
+    ([(CONTENT_TYPE, "application/json")], frame).into_response()
 }
 
-async fn get_stream(
-    State(s): State<AdminState>,
-    Query(q): Query<StreamQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// Counts a stream as open for as long as it lives.
+struct OpenStream(Arc<ViewShared>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+async fn get_stream(State(s): State<AdminState>, Query(q): Query<StreamQuery>) -> Response {
+    let open = s.view.streams.fetch_add(1, Ordering::AcqRel);
+    let guard = OpenStream(s.view.clone());
+    if open >= MAX_STREAMS {
+        drop(guard);
+        warn!(open, "refusing a live view stream: too many open");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{open} live view streams are open, the most this broker serves; close one"),
+        );
+    }
     let cursor = Cursor::new(q.followers.as_deref() == Some("1"));
     let mut interval = tokio::time::interval(FRAME_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let start = (s, cursor, None::<String>, interval);
+    let start = (s, cursor, None::<String>, interval, guard);
     let frames = stream::unfold(
         start,
-        |(s, mut cursor, mut last, mut interval)| async move {
+        |(s, mut cursor, mut last, mut interval, guard)| async move {
             loop {
                 interval.tick().await;
-                let mut frame = frame(&s, &mut cursor);
-                let key = change_key(&mut frame);
+                let state = shared_state(&s);
+                let (frame, key) = frame(&s, &state, &mut cursor);
                 if key.is_none() || key != last {
                     last = key;
-                    let event = Event::default().event("frame").data(frame.to_string());
-                    return Some((Ok(event), (s, cursor, last, interval)));
+                    let event = Event::default().event("frame").data(frame);
+                    return Some((
+                        Ok::<_, Infallible>(event),
+                        (s, cursor, last, interval, guard),
+                    ));
                 }
             }
         },
     );
-    Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Sse::new(frames)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
 }
 
 /// `GET /api/requests`: the most recent requests, newest first, each with its Kafka
