@@ -252,6 +252,7 @@ function onFrame(f) {
   frame = f;
   frameAt = performance.now();
   window.purgatoryFrames = (window.purgatoryFrames || 0) + 1;
+  noteArrivals(f);
   for (const r of f.requests) requests.set(r.seq, r);
   if (requests.size > MAX_REQUESTS) {
     const keep = [...requests.keys()].sort((a, b) => b - a).slice(0, MAX_REQUESTS);
@@ -627,8 +628,11 @@ function renderPartitions() {
       h('span', { class: 'replicated', style: `width:${pos(p.high_watermark)}` }),
       marks,
       h('span', { class: 'hw', style: `left:${pos(p.high_watermark)}` }),
-      h('span', { class: 'leo', style: `left:${pos(p.high_watermark)}` }, `HW ${p.high_watermark}`),
-      h('span', { class: 'leo end', style: 'left:100%' }, `LEO ${p.log_end_offset}`));
+      // Near the end of the bar the HW's label would sit on the LEO's: one label says both.
+      (p.high_watermark - start) / (end - start) < 0.7
+        ? [h('span', { class: 'leo', style: `left:${pos(p.high_watermark)}` }, `HW ${p.high_watermark}`),
+          h('span', { class: 'leo end', style: 'left:100%' }, `LEO ${p.log_end_offset}`)]
+        : h('span', { class: 'leo end', style: 'left:100%' }, `HW ${p.high_watermark} · LEO ${p.log_end_offset}`));
     const rows = [h('tr', {}, h('td', {}, `${p.leader} (leader)`), h('td', { class: 'num' }, n(p.log_end_offset)), h('td', { class: 'num' }, '0'), h('td', { class: 'in-isr' }, 'in ISR'), h('td', {}, '')),
       ...(p.followers || []).map((f) => h('tr', { 'data-replica': f.id },
         h('td', {}, `${f.id}`), h('td', { class: 'num' }, n(f.log_end_offset)), h('td', { class: 'num' }, n(f.lag)),
@@ -684,20 +688,48 @@ const PHASE_LABEL = { request_queue: 'queue', local: 'local', remote: 'remote', 
 
 // The request table is a log: on a busy broker each frame brings 20 new rows, more than
 // anyone reads, and rows are most of what a frame costs the browser to lay out. So it is
-// redrawn at most every REQUESTS_EVERY_MS (the rest of the page follows every frame);
-// rows that arrive in between show with the next redraw.
+// redrawn at most every REQUESTS_EVERY_MS, and once a second while more than
+// BUSY_REQUESTS_PER_S requests arrive (the rest of the page follows every frame); rows
+// that arrive in between show with the next redraw. The panel's title says which.
 const REQUESTS_EVERY_MS = 250;
+const BUSY_REQUESTS_EVERY_MS = 1000;
+const BUSY_REQUESTS_PER_S = 40;
 let requestsDrawnAt = -Infinity;
 let requestsTimer = null;
+let newestSeq = 0;
+let arrivals = []; // [performance.now(), new requests in that frame], the last 2 s
+
+// Notes how many requests a frame brought that the page had not seen.
+function noteArrivals(f) {
+  let fresh = 0;
+  for (const r of f.requests) if (r.seq > newestSeq) fresh++;
+  for (const r of f.requests) newestSeq = Math.max(newestSeq, r.seq);
+  const now = performance.now();
+  arrivals.push([now, fresh]);
+  arrivals = arrivals.filter(([at]) => at > now - 2000);
+}
+
+// Requests a second arriving lately (frames carry at most 20 new ones each, so a busy
+// broker reads as about 220).
+function requestRate() {
+  return arrivals.reduce((sum, [, k]) => sum + k, 0) / 2;
+}
+
+function requestsEveryMs() {
+  return requestRate() > BUSY_REQUESTS_PER_S ? BUSY_REQUESTS_EVERY_MS : REQUESTS_EVERY_MS;
+}
 
 function scheduleRequests() {
-  const wait = REQUESTS_EVERY_MS - (performance.now() - requestsDrawnAt);
+  const wait = requestsEveryMs() - (performance.now() - requestsDrawnAt);
   if (wait <= 0) renderRequests();
   else if (!requestsTimer) requestsTimer = setTimeout(renderRequests, wait);
 }
 
 function renderRequests() {
   requestsDrawnAt = performance.now();
+  const busy = requestsEveryMs() === BUSY_REQUESTS_EVERY_MS;
+  textIfChanged(document.getElementById('requests-pace'),
+    busy ? `(busy: over ${BUSY_REQUESTS_PER_S} a second, redrawn once a second)` : '');
   if (requestsTimer) { clearTimeout(requestsTimer); requestsTimer = null; }
   const client = document.getElementById('filter-client').value.trim().toLowerCase();
   const topic = document.getElementById('filter-topic').value.trim().toLowerCase();
