@@ -1,0 +1,135 @@
+//! Appending a producer's batches as the leader: validation, offsets and epochs
+//! assigned, the idempotent producer's sequence check, and the log end offset moved on.
+
+use bytes::{Bytes, BytesMut};
+
+use super::{AppendInfo, Partition, StoredBatch};
+use crate::batch::{set_offset_and_epoch, split_and_validate};
+use crate::error::AppendError;
+use crate::producer_state::{PendingProducerUpdates, SequenceCheck};
+
+impl Partition {
+    /// Appends a producer's `records` as the leader, Kafka's `appendRecordsToLeader`:
+    /// with `required_acks == -1` (`acks=all`) the write is refused with
+    /// [`AppendError::NotEnoughReplicas`] if the ISR is already smaller than the minimum
+    /// in force, and nothing is appended; otherwise it is [`Partition::append`].
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: u64,
+    ) -> Result<AppendInfo, AppendError> {
+        if required_acks == -1 && !self.has_min_insync_replicas() {
+            return Err(AppendError::NotEnoughReplicas {
+                isr_size: self.isr_len(),
+                min_isr: self.effective_min_isr(),
+            });
+        }
+        self.append(records, now_ms)
+    }
+
+    /// Appends the `records` of one produce partition: one or more v2 record batches.
+    ///
+    /// Every batch is validated first (complete, magic 2, CRC, size, consistent header,
+    /// producer sequence); if any fails, nothing is appended. Each batch is then stored
+    /// as received except for its `baseOffset` (set to the next offset) and
+    /// `partitionLeaderEpoch`, both outside the CRC. The LEO advances past the new
+    /// records; the HW moves only if the ISR is the leader alone (and
+    /// `min.insync.replicas <= 1`), otherwise it waits for follower fetches.
+    ///
+    /// If an idempotent batch is a retry of one already appended, nothing is appended
+    /// and the original offsets are returned with `duplicate: true`. A retry must come
+    /// alone: a duplicate among several batches is refused as `INVALID_RECORD`, so the
+    /// batches beside it are never acknowledged without being appended.
+    ///
+    /// Each batch is copied into its own buffer, so the log never keeps alive the
+    /// request buffer `records` was cut from and [`Partition::size_bytes`] is the
+    /// memory really held.
+    pub fn append(&mut self, records: Bytes, now_ms: u64) -> Result<AppendInfo, AppendError> {
+        let spans = split_and_validate(&records, self.config.max_batch_bytes)?;
+
+        // Pass 1: assign offsets and check producer sequences, changing nothing.
+        let mut pending = PendingProducerUpdates::default();
+        let mut next_offset = self.log_end_offset;
+        let mut placed = Vec::with_capacity(spans.len());
+        for span in &spans {
+            let header = &span.header;
+            let base_offset = next_offset;
+            let last_offset = base_offset
+                .checked_add(i64::from(header.last_offset_delta))
+                .filter(|last| *last < i64::MAX)
+                .ok_or_else(|| AppendError::InvalidRecord {
+                    reason: "offsets would overflow".to_string(),
+                })?;
+            next_offset = last_offset + 1;
+            if header.is_idempotent() {
+                let check = pending.check_and_stage(
+                    &self.producers,
+                    header,
+                    base_offset,
+                    last_offset,
+                    now_ms,
+                )?;
+                if let SequenceCheck::Duplicate(original) = check {
+                    if spans.len() > 1 {
+                        return Err(AppendError::InvalidRecord {
+                            reason: format!(
+                                "batch {} of {} is a retry of offsets {}..={} and a retry must come alone",
+                                placed.len() + 1,
+                                spans.len(),
+                                original.base_offset,
+                                original.last_offset
+                            ),
+                        });
+                    }
+                    return Ok(AppendInfo {
+                        base_offset: original.base_offset,
+                        last_offset: original.last_offset,
+                        log_start_offset: self.log_start_offset,
+                        duplicate: true,
+                        record_count: usize::try_from(
+                            original.last_offset - original.base_offset + 1,
+                        )
+                        .unwrap_or(0),
+                        bytes: 0,
+                        high_watermark: self.high_watermark,
+                        high_watermark_advanced: false,
+                    });
+                }
+            }
+            placed.push((span, base_offset, last_offset));
+        }
+
+        // Pass 2: everything is valid; store the batches.
+        let mut appended_bytes = 0usize;
+        for (span, base_offset, last_offset) in placed {
+            let mut data = BytesMut::with_capacity(span.len);
+            data.extend_from_slice(&records[span.start..span.start + span.len]);
+            set_offset_and_epoch(&mut data, base_offset, self.leader_epoch);
+            self.batches.push_back(StoredBatch {
+                base_offset,
+                last_offset,
+                max_timestamp: span.header.max_timestamp,
+                position: self.next_position,
+                data: data.freeze(),
+            });
+            self.next_position += span.len as u64;
+            self.size_bytes += span.len;
+            appended_bytes += span.len;
+        }
+        self.producers.commit(pending);
+        let base_offset = self.log_end_offset;
+        self.log_end_offset = next_offset;
+        let high_watermark_advanced = self.maybe_advance_high_watermark();
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next_offset - 1,
+            log_start_offset: self.log_start_offset,
+            duplicate: false,
+            record_count: usize::try_from(next_offset - base_offset).unwrap_or(0),
+            bytes: appended_bytes,
+            high_watermark: self.high_watermark,
+            high_watermark_advanced,
+        })
+    }
+}

@@ -1,0 +1,271 @@
+//! # A replicated partition, as its leader keeps it
+//!
+//! A Kafka partition is an append-only log of record batches, numbered by **offset**.
+//! On the leader, a few offsets describe where things stand:
+//!
+//! ```text
+//!   log start offset          high watermark (HW)           log end offset (LEO)
+//!         |                          |                               |
+//!         v                          v                               v
+//!         [ batch ][ batch ][ batch ][ batch ][ batch ][ batch ]
+//!         <-- replicated to the whole ISR --><-- only on some replicas -->
+//!         <---- consumers may read ---------->
+//! ```
+//!
+//! * **Log start offset**: the first offset still stored. Retention moves it forward;
+//!   fetching below it is `OFFSET_OUT_OF_RANGE`.
+//! * **Log end offset (LEO)**: the offset the next appended record will get.
+//! * **In-sync replicas (ISR)**: the leader plus the followers that keep up (see
+//!   [`crate::replica`]). A follower leaves the ISR when it has not been caught up for
+//!   `replica.lag.time.max.ms`, and rejoins as soon as its LEO reaches the HW.
+//! * **High watermark (HW)**: the minimum LEO over the ISR, leader included: every
+//!   offset below it is on every in-sync replica, so it survives the loss of the leader.
+//!   Consumers only see records below the HW, and an `acks=all` produce is answered
+//!   once the HW has passed its records. The HW never moves backwards and, as in
+//!   KIP-966, does not advance while the ISR is smaller than the minimum in force.
+//! * **Minimum ISR in force**: `min(min.insync.replicas, replication factor)`, as
+//!   Kafka's `effectiveMinIsr`. A topic with one replica takes `acks=all` writes even
+//!   though the broker's `min.insync.replicas` is 2: no ISR could ever be larger.
+//!
+//! Everything here is synchronous and takes the current time as an argument, so the
+//! broker can drive it from its clock and tests from a manual one.
+//!
+//! # Files
+//!
+//! This file holds the partition's state and the numbers above. The rest is one file per
+//! job: `append.rs` (the leader's writes), `read.rs` (consumer and follower reads, offset
+//! lookups), `replication.rs` (follower fetches, the ISR, the high watermark),
+//! `retention.rs` (dropping old batches) and `snapshot.rs` (the picture for the APIs).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::config::LogConfig;
+use crate::producer_state::{ProducerStateEntry, ProducerStateManager};
+use crate::replica::FollowerState;
+
+mod append;
+mod read;
+mod replication;
+mod retention;
+mod snapshot;
+
+pub use replication::FollowerUpdate;
+pub use snapshot::{FollowerSnapshot, PartitionSnapshot};
+
+/// `UNDEFINED_EPOCH` of the OffsetForLeaderEpoch API.
+pub const UNDEFINED_EPOCH: i32 = -1;
+/// `UNDEFINED_EPOCH_OFFSET` of the OffsetForLeaderEpoch API.
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+/// Up to which offset a read may return data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReadBound {
+    /// Consumers: only batches entirely below the high watermark.
+    HighWatermark,
+    /// Followers: everything up to the log end offset.
+    LogEnd,
+}
+
+/// How far an `acks=all` write has got: Kafka's `checkEnoughReplicasReachOffset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReplicationState {
+    /// The high watermark is still below the required offset: keep waiting.
+    Pending,
+    /// The high watermark reached the required offset and the ISR has at least the
+    /// minimum in force: every in-sync replica holds the records.
+    Replicated,
+    /// The high watermark reached the required offset, but by the time it was checked
+    /// the ISR had shrunk below the minimum in force (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`):
+    /// the records are on every replica that *is* in sync, just not on enough of them.
+    ReplicatedBelowMinIsr,
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppendInfo {
+    /// Offset of the first appended record (for a duplicate: of the original batch).
+    pub base_offset: i64,
+    /// Offset of the last appended record (for a duplicate: of the original batch).
+    pub last_offset: i64,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+    /// True if this was an idempotent producer's retry of a batch the log already
+    /// holds: nothing was appended and the offsets are the original batch's.
+    pub duplicate: bool,
+    /// Number of records appended (for a duplicate: in the original batch).
+    pub record_count: usize,
+    /// Bytes appended to the log (0 for a duplicate).
+    pub bytes: usize,
+    /// The high watermark after the append.
+    pub high_watermark: i64,
+    /// Whether the append moved the HW (possible when the ISR is the leader alone
+    /// and `min.insync.replicas <= 1`): consumer fetches waiting on it may complete.
+    pub high_watermark_advanced: bool,
+}
+
+/// The outcome of a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole stored batches, concatenated (possibly empty).
+    pub records: Bytes,
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// The partition's log start offset.
+    pub log_start_offset: i64,
+    /// The partition's log end offset.
+    pub log_end_offset: i64,
+    /// Last stable offset; equal to the HW because this log has no open transactions.
+    pub last_stable_offset: i64,
+}
+
+/// A batch as stored: its bytes (with offset and epoch set) and what reads need.
+#[derive(Debug, Clone)]
+struct StoredBatch {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    /// Bytes appended to this partition before this batch, ever (like a file
+    /// position): the bytes between two batches are a subtraction away.
+    position: u64,
+    data: Bytes,
+}
+
+/// The leader's copy of one replicated partition: its log, the followers' progress,
+/// the ISR, the high watermark and the idempotent producers' state.
+#[derive(Debug)]
+pub struct Partition {
+    topic: String,
+    partition: i32,
+    leader_id: i32,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+    config: LogConfig,
+    batches: VecDeque<StoredBatch>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    high_watermark: i64,
+    size_bytes: usize,
+    next_position: u64,
+    followers: Vec<FollowerState>,
+    producers: ProducerStateManager,
+}
+
+impl Partition {
+    /// Creates an empty partition led by `leader_id`. `replicas` lists every replica,
+    /// leader first; the leader is put first if it is elsewhere or missing, and repeated
+    /// ids are ignored. All replicas start in the ISR with LEO 0 and caught up at
+    /// `now_ms`; the leader epoch is 0.
+    ///
+    /// A `min_insync_replicas` above the number of replicas is capped by it (see
+    /// [`Partition::effective_min_isr`]).
+    pub fn new(
+        topic: &str,
+        partition: i32,
+        leader_id: i32,
+        replicas: Vec<i32>,
+        config: LogConfig,
+        now_ms: u64,
+    ) -> Self {
+        let mut all = vec![leader_id];
+        for id in replicas {
+            if !all.contains(&id) {
+                all.push(id);
+            }
+        }
+        let followers = all[1..]
+            .iter()
+            .map(|&id| FollowerState::new(id, now_ms))
+            .collect();
+        let mut partition = Partition {
+            topic: topic.to_string(),
+            partition,
+            leader_id,
+            leader_epoch: 0,
+            replicas: all,
+            config,
+            batches: VecDeque::new(),
+            log_start_offset: 0,
+            log_end_offset: 0,
+            high_watermark: 0,
+            size_bytes: 0,
+            next_position: 0,
+            followers,
+            producers: ProducerStateManager::default(),
+        };
+        partition.maybe_advance_high_watermark();
+        partition
+    }
+
+    /// The high watermark: records below it are on every in-sync replica.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// The log end offset (the leader's LEO): the offset of the next record.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// The first offset still stored.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// The last stable offset; equal to the HW (no transactions here).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// The current leader epoch (always 0: leadership never moves in this model).
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    /// Broker id of the leader.
+    pub fn leader_id(&self) -> i32 {
+        self.leader_id
+    }
+
+    /// Topic name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Partition index.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The log configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// All replicas, leader first.
+    pub fn replicas(&self) -> &[i32] {
+        &self.replicas
+    }
+
+    /// The state of an idempotent producer on this partition, if known.
+    pub fn producer_state(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
+        self.producers.producer(producer_id)
+    }
+
+    /// Number of idempotent producers with state on this partition.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Bytes of stored batches.
+    pub fn size_bytes(&self) -> usize {
+        self.size_bytes
+    }
+
+    /// Number of stored batches.
+    pub fn batch_count(&self) -> usize {
+        self.batches.len()
+    }
+}

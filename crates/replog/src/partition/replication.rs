@@ -1,0 +1,171 @@
+//! Replication as the leader sees it: each follower fetch moves that follower's LEO, may
+//! bring it back into the ISR and may advance the high watermark; the periodic check
+//! drops followers that fell behind; and an `acks=all` write asks how far it has got.
+
+use serde::Serialize;
+
+use super::{Partition, ReplicationState};
+use crate::error::FollowerError;
+use crate::replica::FollowerState;
+
+/// What a follower fetch changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FollowerUpdate {
+    /// The HW moved forward: waiting `acks=all` produces and consumer fetches may
+    /// now complete.
+    pub high_watermark_advanced: bool,
+    /// The follower rejoined the ISR.
+    pub isr_changed: bool,
+    /// The HW after the update.
+    pub high_watermark: i64,
+}
+
+impl Partition {
+    /// Records a fetch by follower `replica_id` at `fetch_offset` (its LEO), made at
+    /// `now_ms`.
+    ///
+    /// Updates the follower's LEO and last caught-up time (Kafka's rule, see
+    /// [`crate::replica`]), lets it rejoin the ISR if it is out and its LEO has reached
+    /// the HW, then recomputes the HW. Errors leave everything unchanged: an id that is
+    /// not a follower of this partition, or a fetch offset outside
+    /// `[log start, leader LEO]`.
+    pub fn update_follower_fetch(
+        &mut self,
+        replica_id: i32,
+        fetch_offset: i64,
+        now_ms: u64,
+    ) -> Result<FollowerUpdate, FollowerError> {
+        let leader_log_end_offset = self.log_end_offset;
+        let log_start_offset = self.log_start_offset;
+        let high_watermark = self.high_watermark;
+        let follower = self
+            .followers
+            .iter_mut()
+            .find(|f| f.replica_id == replica_id)
+            .ok_or(FollowerError::NotAReplica { replica_id })?;
+        if fetch_offset < log_start_offset || fetch_offset > leader_log_end_offset {
+            return Err(FollowerError::OffsetOutOfRange {
+                fetch_offset,
+                log_start_offset,
+                log_end_offset: leader_log_end_offset,
+            });
+        }
+        follower.record_fetch(fetch_offset, leader_log_end_offset, now_ms);
+        let mut isr_changed = false;
+        if !follower.in_isr && follower.log_end_offset >= high_watermark {
+            follower.in_isr = true;
+            isr_changed = true;
+        }
+        let high_watermark_advanced = self.maybe_advance_high_watermark();
+        Ok(FollowerUpdate {
+            high_watermark_advanced,
+            isr_changed,
+            high_watermark: self.high_watermark,
+        })
+    }
+
+    /// Kafka's periodic ISR shrink check (the broker runs it every
+    /// `replica.lag.time.max.ms / 2`): every in-sync follower that is not caught up —
+    /// its LEO differs from the leader's and it was last caught up more than
+    /// `replica.lag.time.max.ms` ago — leaves the ISR. The leader never leaves. The HW
+    /// is then recomputed (a smaller ISR may let it advance). Returns the removed ids.
+    pub fn maybe_shrink_isr(&mut self, now_ms: u64) -> Vec<i32> {
+        let leader_log_end_offset = self.log_end_offset;
+        let max_lag = self.config.replica_lag_time_max_ms;
+        let mut removed = Vec::new();
+        for follower in &mut self.followers {
+            if follower.in_isr && !follower.is_caught_up(leader_log_end_offset, now_ms, max_lag) {
+                follower.in_isr = false;
+                removed.push(follower.replica_id);
+            }
+        }
+        if !removed.is_empty() {
+            self.maybe_advance_high_watermark();
+        }
+        removed
+    }
+
+    /// Recomputes the HW as the minimum LEO over the ISR; moves it only forward, and
+    /// only while the ISR has at least the minimum in force (KIP-966). Returns whether
+    /// it moved.
+    pub(super) fn maybe_advance_high_watermark(&mut self) -> bool {
+        if !self.has_min_insync_replicas() {
+            return false;
+        }
+        let candidate = self
+            .followers
+            .iter()
+            .filter(|f| f.in_isr)
+            .map(|f| f.log_end_offset)
+            .fold(self.log_end_offset, i64::min);
+        if candidate > self.high_watermark {
+            self.high_watermark = candidate;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The in-sync replicas: the leader first, then the in-sync followers by id.
+    pub fn isr(&self) -> Vec<i32> {
+        let mut followers: Vec<i32> = self
+            .followers
+            .iter()
+            .filter(|f| f.in_isr)
+            .map(|f| f.replica_id)
+            .collect();
+        followers.sort_unstable();
+        let mut isr = Vec::with_capacity(followers.len() + 1);
+        isr.push(self.leader_id);
+        isr.extend(followers);
+        isr
+    }
+
+    /// Number of in-sync replicas, leader included.
+    pub fn isr_len(&self) -> usize {
+        1 + self.followers.iter().filter(|f| f.in_isr).count()
+    }
+
+    /// `min.insync.replicas` as configured for this partition's topic.
+    pub fn min_insync_replicas(&self) -> usize {
+        self.config.min_insync_replicas
+    }
+
+    /// The minimum ISR in force: `min(min.insync.replicas, replication factor)`, Kafka's
+    /// `effectiveMinIsr`. A configured minimum above the replica count would make the
+    /// partition unwritable with `acks=all` forever, so the replica count caps it.
+    pub fn effective_min_isr(&self) -> usize {
+        self.config
+            .min_insync_replicas
+            .min(self.replicas.len())
+            .max(1)
+    }
+
+    /// Whether the ISR has at least the minimum in force, i.e. whether an `acks=all`
+    /// produce may be appended (else `NOT_ENOUGH_REPLICAS`) and the HW may move.
+    pub fn has_min_insync_replicas(&self) -> bool {
+        self.isr_len() >= self.effective_min_isr()
+    }
+
+    /// Whether an `acks=all` write that needs the HW at `required_offset` (the offset
+    /// after its last record) is done, Kafka's `checkEnoughReplicasReachOffset`.
+    pub fn replication_state(&self, required_offset: i64) -> ReplicationState {
+        if self.high_watermark < required_offset {
+            ReplicationState::Pending
+        } else if self.has_min_insync_replicas() {
+            ReplicationState::Replicated
+        } else {
+            ReplicationState::ReplicatedBelowMinIsr
+        }
+    }
+
+    /// The leader's view of follower `id`, or `None` if `id` is not a follower.
+    pub fn follower(&self, id: i32) -> Option<&FollowerState> {
+        self.followers.iter().find(|f| f.replica_id == id)
+    }
+
+    /// All followers, in replica order.
+    pub fn followers(&self) -> &[FollowerState] {
+        &self.followers
+    }
+}

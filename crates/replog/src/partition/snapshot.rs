@@ -1,0 +1,91 @@
+//! A serializable picture of a partition, for the broker's state API and the live view.
+
+use serde::Serialize;
+
+use super::Partition;
+
+/// One follower in a [`PartitionSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FollowerSnapshot {
+    /// Broker id.
+    pub id: i32,
+    /// The follower's LEO.
+    pub log_end_offset: i64,
+    /// How many offsets it is behind: leader LEO minus its LEO.
+    pub lag: i64,
+    /// When it last fetched.
+    pub last_fetch_time_ms: Option<u64>,
+    /// Kafka's `lastCaughtUpTimeMs`.
+    pub last_caught_up_time_ms: u64,
+    /// Whether it is in the ISR.
+    pub in_isr: bool,
+}
+
+/// A serializable picture of a partition, for the state API and the web view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionSnapshot {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// Broker id of the leader.
+    pub leader: i32,
+    /// Current leader epoch.
+    pub leader_epoch: i32,
+    /// All replicas, leader first.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas, leader first.
+    pub isr: Vec<i32>,
+    /// `min.insync.replicas` as configured.
+    pub min_insync_replicas: usize,
+    /// The minimum in force: `min(min.insync.replicas, replication factor)`.
+    pub effective_min_isr: usize,
+    /// First offset still stored.
+    pub log_start_offset: i64,
+    /// Next offset to be assigned.
+    pub log_end_offset: i64,
+    /// Offset below which every record is on the whole ISR.
+    pub high_watermark: i64,
+    /// Bytes of stored batches.
+    pub size_bytes: usize,
+    /// Number of stored batches.
+    pub batch_count: usize,
+    /// Number of idempotent producers with state on this partition.
+    pub producer_count: usize,
+    /// The followers, in replica order.
+    pub followers: Vec<FollowerSnapshot>,
+}
+
+impl Partition {
+    /// A serializable picture of the partition.
+    pub fn snapshot(&self) -> PartitionSnapshot {
+        PartitionSnapshot {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            leader: self.leader_id,
+            leader_epoch: self.leader_epoch,
+            replicas: self.replicas.clone(),
+            isr: self.isr(),
+            min_insync_replicas: self.config.min_insync_replicas,
+            effective_min_isr: self.effective_min_isr(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            high_watermark: self.high_watermark,
+            size_bytes: self.size_bytes,
+            batch_count: self.batches.len(),
+            producer_count: self.producers.len(),
+            followers: self
+                .followers
+                .iter()
+                .map(|f| FollowerSnapshot {
+                    id: f.replica_id,
+                    log_end_offset: f.log_end_offset,
+                    lag: self.log_end_offset - f.log_end_offset,
+                    last_fetch_time_ms: f.last_fetch_time_ms,
+                    last_caught_up_time_ms: f.last_caught_up_time_ms,
+                    in_isr: f.in_isr,
+                })
+                .collect(),
+        }
+    }
+}
