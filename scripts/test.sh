@@ -2,7 +2,7 @@
 # The project's one test command (README: "Test it").
 #
 # On a fresh machine it installs what the tests need, then runs every suite:
-#   1. formatting and lints (cargo fmt, cargo clippy -D warnings)
+#   1. formatting, lints and doc links (cargo fmt, cargo clippy -D warnings, cargo doc)
 #   2. the Rust workspace tests (unit, property, integration with librdkafka)
 #   3. real-client tests in Python (kafka-python, confluent-kafka) from a venv it creates,
 #      and the live view in Debian's headless chromium (selenium + chromium-driver)
@@ -50,6 +50,10 @@ cargo fmt --all -- --check
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
+
+# The module docs are how a newcomer reads the code: their links must lead somewhere.
+step "cargo doc (broken or private links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 
 step "cargo test (workspace)"
 cargo build --release -q --workspace --bins

@@ -11,7 +11,7 @@
 //! The v2 batch header layout, its field offsets and the header parser are shared with the
 //! leader's log: see [`replog::batch`], whose [`BatchHeader`] this module uses. The two
 //! points that matter most here: a batch is `LOG_OVERHEAD + batchLength` bytes long
-//! ([`LOG_OVERHEAD`] = 12, `baseOffset` plus `batchLength`), and its CRC-32C covers every
+//! ([`LOG_OVERHEAD`](replog::batch::LOG_OVERHEAD) = 12, `baseOffset` plus `batchLength`), and its CRC-32C covers every
 //! byte from `attributes` (offset 21) to the end. Because the CRC starts there, the two
 //! fields the leader rewrites (base offset and leader epoch) are outside it, which is what
 //! lets the leader stamp them without recomputing the checksum.

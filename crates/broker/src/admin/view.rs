@@ -16,7 +16,7 @@
 //! - `POST /api/clock/freeze`, `POST /api/clock/resume`: stop a running clock (it is then
 //!   stepped with `POST /api/clock/advance`) and let it run again.
 //! - `POST /api/send`: produce one record over a real Kafka connection to this broker's
-//!   own listener (see [`post_send`]).
+//!   own listener (see `post_send`).
 //!
 //! A frame is `/api/state` (each pending operation that the request log knows gets its
 //! request attached) plus the clock, the requests that arrived or changed since the

@@ -29,15 +29,15 @@
 //! ```
 //!
 //! Locking: each group has its own mutex, and every state change happens under it
-//! ([`GroupCoordinator::locked`]). What must happen *outside* it — parking or completing
+//! (`GroupCoordinator::locked`). What must happen *outside* it — parking or completing
 //! delayed operations, appending to the log, whose callbacks take the group lock again — is
-//! collected as [`Action`]s while the lock is held and run right after it is released. So a
+//! collected as `Action`s while the lock is held and run right after it is released. So a
 //! purgatory never calls back into a group whose lock its caller holds, and no lock is ever
 //! taken twice. Response callbacks, which only send on a channel, run under the lock.
 //!
 //! Layers: handlers call this module; it appends through the replica manager
 //! ([`manager`]); the delayed operations below it call back through
-//! [`GroupOperations`], which it implements. Its pieces: [`group`] and [`member`] (the state
+//! [`GroupOperations`](crate::delayed::group::GroupOperations), which it implements. Its pieces: [`group`] and [`member`] (the state
 //! machine, pure), [`records`] (Kafka's `__consumer_offsets` schemas), [`manager`] (the
 //! log), this file (the rules that tie them together, named after Kafka's methods).
 

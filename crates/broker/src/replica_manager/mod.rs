@@ -13,7 +13,7 @@
 //! log and, for `acks=all`, parks a [`DelayedProduce`] until the high watermark (HW) passes
 //! it. A follower fetch moves that follower's log end offset (LEO), which may move the HW,
 //! which may complete parked produces and parked consumer fetches. This module owns that
-//! chain of cause and effect, in one place ([`ReplicaManager::update_partition`]):
+//! chain of cause and effect, in one place (`ReplicaManager::update_partition`):
 //!
 //! ```text
 //!   append ──► LEO moves ──► fetch purgatory: check_and_complete(tp)   (followers waiting for data)

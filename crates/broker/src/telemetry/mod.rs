@@ -17,7 +17,7 @@
 //! formatted until someone asks (`/api/requests`, the live view, a scrape).
 //!
 //! A request is identified down the layers by a [`TraceId`] in its
-//! [`RequestContext`](crate::request::RequestContext); a parked operation carries it in
+//! [`RequestContext`]; a parked operation carries it in
 //! its `OpMeta`.
 
 pub mod cause;

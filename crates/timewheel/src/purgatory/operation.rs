@@ -36,7 +36,7 @@ pub(super) struct OpCell<K, Op> {
 }
 
 /// A shared handle to an operation in a purgatory, returned by
-/// [`Purgatory::try_complete_else_watch`] and [`Purgatory::cancel_for_key`].
+/// [`Purgatory::try_complete_else_watch`](super::Purgatory::try_complete_else_watch) and [`Purgatory::cancel_for_key`](super::Purgatory::cancel_for_key).
 ///
 /// Cloning is cheap (an `Arc`). Holding a handle keeps the operation alive, nothing else.
 pub struct OperationHandle<Op> {
@@ -71,8 +71,8 @@ impl<Op> OperationHandle<Op> {
         self.cell.state() == COMPLETED
     }
 
-    /// True if the operation was cancelled by [`Purgatory::cancel_for_key`] or
-    /// [`Purgatory::shutdown`].
+    /// True if the operation was cancelled by [`Purgatory::cancel_for_key`](super::Purgatory::cancel_for_key) or
+    /// [`Purgatory::shutdown`](super::Purgatory::shutdown).
     pub fn is_cancelled(&self) -> bool {
         self.cell.state() == CANCELLED
     }

@@ -45,7 +45,7 @@
 //!
 //! `remove` takes the value out of the timer's slot (`slab.rs`): the key is stale at once
 //! and the task can never fire. The entry's item stays in its bucket's list as a
-//! tombstone. The rest of the bookkeeping waits for a batch of [`SETTLE_BATCH`] cancels
+//! tombstone. The rest of the bookkeeping waits for a batch of `SETTLE_BATCH` cancels
 //! (or anything that reads the lists: advancing, draining, snapshots,
 //! [`next_expiration`](TimingWheel::next_expiration)): each slot then gets its next
 //! generation and goes on the free list, and each list counts its new tombstones. A list
