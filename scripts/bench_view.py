@@ -159,49 +159,27 @@ class SseViewer:
         return int(out.strip() or 0)
 
 
+# The controls: no view at all, a process on the viewer's CPUs that is busy half the
+# time (5 ms on, 5 ms off), either spinning or copying 32 MB buffers.
 SPINNER = r"""
-import time
-while True:
-    end = time.perf_counter() + 0.005
-    while time.perf_counter() < end:
-        pass
-    time.sleep(0.005)
-"""
-
-
-MEMORY_SPINNER = r"""
-import time
+import sys, time
 a, b = bytearray(32 << 20), bytearray(32 << 20)
+copy = sys.argv[1] == "memory"
 while True:
     end = time.perf_counter() + 0.005
     while time.perf_counter() < end:
-        b[:] = a
+        if copy:
+            b[:] = a
     time.sleep(0.005)
 """
-
-
-class MemorySpinner:
-    """No view at all: a process copying 32 MB buffers half the time where the viewer would
-    run. A control: what a neighbour's memory traffic costs the broker."""
-
-    def __init__(self, broker):
-        self.proc = subprocess.Popen(pinned([sys.executable, "-c", MEMORY_SPINNER], VIEWER_CPUS))
-
-    def cpu(self):
-        return processes_cpu(lambda pid, _cmdline: pid == self.proc.pid)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        return 0
 
 
 class Spinner:
-    """No view at all: a process that keeps half a CPU busy where the viewer would run (with
-    --pin, the viewer's CPUs). A control: what any busy neighbour costs the broker."""
+    """A control: what a busy neighbour (`spin`), or its memory traffic (`memory`), costs
+    the broker."""
 
-    def __init__(self, broker):
-        self.proc = subprocess.Popen(pinned([sys.executable, "-c", SPINNER], VIEWER_CPUS))
+    def __init__(self, broker, kind="spin"):
+        self.proc = subprocess.Popen(pinned([sys.executable, "-c", SPINNER, kind], VIEWER_CPUS))
 
     def cpu(self):
         return processes_cpu(lambda pid, _cmdline: pid == self.proc.pid)
@@ -321,7 +299,7 @@ def main():
                    "records_per_request": [], "viewer_cpu": []}
                for c in conditions}
     viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
-                    "memspin": MemorySpinner}[args.viewer]
+                    "memspin": lambda b: Spinner(b, "memory")}[args.viewer]
     try:
         for r in range(args.rounds):
             order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
