@@ -618,27 +618,22 @@ impl GroupMetadata {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordinator::JoinGroupParams;
 
     fn member(id: &str, protocols: &[(&str, &[u8])]) -> MemberMetadata {
-        MemberMetadata {
-            member_id: Arc::from(id),
-            group_instance_id: None,
+        let join = JoinGroupParams {
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
             rebalance_timeout_ms: 1000,
             session_timeout_ms: 6000,
             protocol_type: "consumer".into(),
-            supported_protocols: protocols
+            protocols: protocols
                 .iter()
                 .map(|(n, m)| (n.to_string(), Bytes::copy_from_slice(m)))
                 .collect(),
-            assignment: Bytes::new(),
-            awaiting_join: None,
-            awaiting_sync: None,
-            is_new: true,
-            heartbeat_epoch: 0,
-            session_deadline_ms: 0,
-        }
+            ..JoinGroupParams::default()
+        };
+        MemberMetadata::joining(Arc::from(id), &join)
     }
 
     #[test]

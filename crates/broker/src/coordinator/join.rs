@@ -268,22 +268,7 @@ impl GroupCoordinator {
         callback: JoinCallback,
         fx: &mut Fx,
     ) {
-        let member = MemberMetadata {
-            member_id: member_id.clone(),
-            group_instance_id: p.group_instance_id.clone(),
-            client_id: p.client_id.clone(),
-            client_host: p.client_host.clone(),
-            rebalance_timeout_ms: p.rebalance_timeout_ms,
-            session_timeout_ms: p.session_timeout_ms,
-            protocol_type: p.protocol_type.clone(),
-            supported_protocols: p.protocols,
-            assignment: Bytes::new(),
-            awaiting_join: None,
-            awaiting_sync: None,
-            is_new: true,
-            heartbeat_epoch: 0,
-            session_deadline_ms: 0,
-        };
+        let member = MemberMetadata::joining(member_id.clone(), &p);
         if g.is(GroupState::PreparingRebalance) && g.generation_id == 0 {
             g.new_member_added = true;
         }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
+use super::JoinGroupParams;
+
 /// A JoinGroup answer (Kafka's `JoinGroupResult`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinGroupResult {
@@ -125,6 +127,27 @@ pub struct MemberMetadata {
 }
 
 impl MemberMetadata {
+    /// A member joining for the first time with the id `member_id`: new, nothing parked,
+    /// no assignment, no heartbeat yet.
+    pub fn joining(member_id: Arc<str>, p: &JoinGroupParams) -> Self {
+        MemberMetadata {
+            member_id,
+            group_instance_id: p.group_instance_id.clone(),
+            client_id: p.client_id.clone(),
+            client_host: p.client_host.clone(),
+            rebalance_timeout_ms: p.rebalance_timeout_ms,
+            session_timeout_ms: p.session_timeout_ms,
+            protocol_type: p.protocol_type.clone(),
+            supported_protocols: p.protocols.clone(),
+            assignment: Bytes::new(),
+            awaiting_join: None,
+            awaiting_sync: None,
+            is_new: true,
+            heartbeat_epoch: 0,
+            session_deadline_ms: 0,
+        }
+    }
+
     /// Is a JoinGroup of this member parked?
     pub fn is_awaiting_join(&self) -> bool {
         self.awaiting_join.is_some()

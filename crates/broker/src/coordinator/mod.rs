@@ -126,7 +126,7 @@ impl GroupConfig {
 }
 
 /// A JoinGroup, as the handler hands it in.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct JoinGroupParams {
     /// The group.
     pub group_id: String,
