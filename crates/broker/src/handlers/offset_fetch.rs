@@ -13,7 +13,6 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{
     GroupId, OffsetFetchRequest, OffsetFetchResponse, ResponseKind, TopicName,
 };
-use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::coordinator::group::OffsetKey;
@@ -29,9 +28,9 @@ pub fn handle(
     req: OffsetFetchRequest,
 ) -> ResponseKind {
     let v = ctx.api_version;
-    let fetch = |group: &str,
-                 topics: Option<Vec<(String, Vec<i32>)>>|
-     -> Result<GroupOffsets, ResponseError> {
+    // Each group is answered from the coordinator's cache; there is no group-level error
+    // to give on a broker that coordinates every group itself.
+    let fetch = |group: &str, topics: Option<Vec<(String, Vec<i32>)>>| -> GroupOffsets {
         let require_stable = v >= 7 && req.require_stable;
         let keys = topics.as_ref().map(|topics| {
             topics
@@ -42,8 +41,7 @@ pub fn handle(
                 })
                 .collect::<Vec<OffsetKey>>()
         });
-        let found = c.handle_fetch_offsets(group, require_stable, keys);
-        Ok(group_by_topic(found))
+        group_by_topic(c.handle_fetch_offsets(group, require_stable, keys))
     };
     let partition_error = |o: &FetchedOffset| o.error.map_or(0, |e| e.code());
     if v < 8 {
@@ -52,11 +50,7 @@ pub fn handle(
                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let (error, found) = match fetch(req.group_id.0.as_str(), topics) {
-            Ok(found) => (0, found),
-            Err(e) => (e.code(), Vec::new()),
-        };
-        let topics = found
+        let topics = fetch(req.group_id.0.as_str(), topics)
             .into_iter()
             .map(|(name, partitions)| {
                 OffsetFetchResponseTopic::default()
@@ -79,11 +73,7 @@ pub fn handle(
                     )
             })
             .collect();
-        let mut response = OffsetFetchResponse::default().with_topics(topics);
-        if v >= 2 {
-            response.error_code = error;
-        }
-        return ResponseKind::OffsetFetch(response);
+        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_topics(topics));
     }
     let groups = req
         .groups
@@ -94,11 +84,7 @@ pub fn handle(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, found) = match fetch(group.group_id.0.as_str(), topics) {
-                Ok(found) => (0, found),
-                Err(e) => (e.code(), Vec::new()),
-            };
-            let topics = found
+            let topics = fetch(group.group_id.0.as_str(), topics)
                 .into_iter()
                 .map(|(name, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -121,7 +107,6 @@ pub fn handle(
             OffsetFetchResponseGroup::default()
                 .with_group_id(GroupId(sb(group.group_id.0.as_str())))
                 .with_topics(topics)
-                .with_error_code(error)
         })
         .collect();
     ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups))
