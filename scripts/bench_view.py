@@ -56,15 +56,22 @@ def pinned(cmd, cpus):
     return cmd if cpus is None else ["taskset", "-c", ",".join(map(str, sorted(cpus)))] + cmd
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """`n` distinct free ports. The sockets are held until all are bound: ports asked for
+    one after the other can come back equal once the first socket is closed."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 class Broker:
     def __init__(self, binary):
-        self.port, self.admin_port = free_port(), free_port()
+        self.port, self.admin_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.log = tempfile.NamedTemporaryFile(prefix="bench-view-", suffix=".log", delete=False)

@@ -7,7 +7,12 @@ PURGATORY="${PURGATORY_BIN:-$ROOT/target/release/purgatory}"
 command -v kcat >/dev/null || { echo "kcat is required (apt-get install kcat)"; exit 1; }
 [ -x "$PURGATORY" ] || (cd "$ROOT" && cargo build --release -q -p purgatory)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_ports N: N distinct free ports. The sockets are held until all are bound: ports
+# asked for one after the other can come back equal once the first socket is closed.
+free_ports() { python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"; }
 
 say() { printf '  %s\n' "$*"; }
 ok() { printf '  \033[32mOK\033[0m %s\n' "$*"; }
@@ -16,7 +21,7 @@ fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; echo "  broker log: $BROKER_L
 # start_broker [purgatory serve flags...]: starts a broker with embedded followers on free
 # ports and waits for its admin API. BROKER_CONFIG=FILE replaces config/broker.toml.
 start_broker() {
-    PORT=$(free_port); ADMIN_PORT=$(free_port)
+    read -r PORT ADMIN_PORT < <(free_ports 2)
     BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
     BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
     RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \

@@ -17,16 +17,22 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARY = os.environ.get("PURGATORY_BIN", os.path.join(ROOT, "target", "release", "purgatory"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """`n` distinct free ports. The sockets are held until all are bound: ports asked for
+    one after the other can come back equal once the first socket is closed."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 class Broker:
     def __init__(self, extra_args=()):
-        self.port = free_port()
-        self.admin_port = free_port()
+        self.port, self.admin_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         args = [
