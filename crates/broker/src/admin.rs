@@ -33,7 +33,9 @@ use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
 mod clock;
+mod frames;
 pub mod metrics;
+mod send;
 pub mod view;
 
 /// Most pending operations listed per purgatory in `/api/state`.
@@ -53,7 +55,7 @@ pub struct AdminState {
     /// Bearer token required for mutating calls, if configured.
     pub token: Option<String>,
     /// What the live view's streams share.
-    view: Arc<view::ViewShared>,
+    view: Arc<frames::ViewShared>,
 }
 
 impl AdminState {
