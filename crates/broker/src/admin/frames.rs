@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,6 +97,9 @@ pub struct SharedState {
 pub struct ViewShared {
     state: Mutex<Option<Arc<SharedState>>>,
     streams: AtomicUsize,
+    /// The 10-second window (broker clock) of the last logged refusal: a client knocking
+    /// in a loop gets its 503 every time, the log one line per window.
+    refusal_logged: AtomicU64,
 }
 
 /// Builds the shared state now.
@@ -263,7 +266,13 @@ pub(super) async fn get_stream(
     let guard = OpenStream(s.view.clone());
     if open >= MAX_STREAMS {
         drop(guard);
-        warn!(open, "refusing a live view stream: too many open");
+        let window = s.rm.now_ms() / 10_000 + 1;
+        if s.view.refusal_logged.swap(window, Ordering::Relaxed) != window {
+            warn!(
+                open,
+                "refusing live view streams: too many open (logged once per 10 s)"
+            );
+        }
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("{open} live view streams are open, the most this broker serves; close one"),
