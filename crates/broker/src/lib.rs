@@ -33,6 +33,7 @@ pub mod delayed;
 pub mod followers;
 pub mod handlers;
 pub mod partition;
+pub mod record_batch;
 pub mod replica_manager;
 pub mod request;
 pub mod server;

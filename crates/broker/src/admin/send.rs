@@ -8,14 +8,11 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -118,34 +115,13 @@ async fn send_one(port: i32, send: SendRequest) -> anyhow::Result<Value> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: now,
-        key: send.key.map(Bytes::from),
-        value: Some(Bytes::from(
-            send.value
-                .unwrap_or_else(|| "sent from the live view".to_string()),
-        )),
-        headers: Default::default(),
-    };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .context("encoding the record batch")?;
+    let value = send
+        .value
+        .unwrap_or_else(|| "sent from the live view".to_string());
+    let batch = crate::record_batch::encode(
+        &[(send.key.map(Bytes::from), Some(Bytes::from(value)))],
+        now,
+    )?;
     let produce = ProduceRequest::default()
         .with_acks(send.acks)
         .with_timeout_ms(send.timeout_ms)
@@ -153,7 +129,7 @@ async fn send_one(port: i32, send: SendRequest) -> anyhow::Result<Value> {
             .with_name(topic)
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(send.partition)
-                .with_records(Some(batch.freeze()))])]);
+                .with_records(Some(batch))])]);
     let correlation_id = conn.write_request(&produce, 9).await.context("Produce")?;
     let what = format!(
         "produce #{correlation_id} from {client_id:?} to {}-{} (acks={})",

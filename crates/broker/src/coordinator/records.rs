@@ -20,9 +20,6 @@
 use anyhow::{bail, ensure, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 /// Key version of an offset commit.
 pub const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
@@ -182,36 +179,11 @@ pub fn group_metadata_value(v: &GroupMetadataValue) -> Bytes {
 /// One v2 record batch holding `records` (key, value; a `None` value is a tombstone),
 /// timestamped `timestamp_ms`. Not idempotent: producer id -1, base sequence -1.
 pub fn batch(records: &[(Bytes, Option<Bytes>)], timestamp_ms: i64) -> anyhow::Result<Bytes> {
-    let records: Vec<Record> = records
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = records
         .iter()
-        .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol starts a new batch whenever `offset - sequence` changes; a
-            // constant difference keeps every record in one batch, whose base sequence
-            // comes out as -1 (no sequence), as a non-idempotent batch has.
-            sequence: i as i32 - 1,
-            timestamp: timestamp_ms,
-            key: Some(key.clone()),
-            value: value.clone(),
-            headers: Default::default(),
-        })
+        .map(|(key, value)| (Some(key.clone()), value.clone()))
         .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options)
-        .context("encoding a __consumer_offsets batch")?;
-    Ok(buf.freeze())
+    crate::record_batch::encode(&records, timestamp_ms).context("a __consumer_offsets batch")
 }
 
 // ------------------------------------------------------------------------- decoding

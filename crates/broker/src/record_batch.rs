@@ -1,0 +1,50 @@
+//! Writing record batches, for the two places where the broker is its own client: the
+//! group coordinator's appends to `__consumer_offsets` and the live view's test produce.
+//!
+//! A v2 record batch as a plain (non-idempotent, non-transactional) producer writes it:
+//! producer id and epoch -1, base sequence -1, offsets counted from 0 (the leader assigns
+//! the real ones on append), creation timestamps, no compression. kafka-protocol's
+//! encoder does the bytes.
+
+use anyhow::Context;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// One v2 record batch holding `records` (key, value; a `None` value is a tombstone), all
+/// timestamped `timestamp_ms`.
+pub fn encode(
+    records: &[(Option<Bytes>, Option<Bytes>)],
+    timestamp_ms: i64,
+) -> anyhow::Result<Bytes> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol starts a new batch whenever `offset - sequence` changes; a
+            // constant difference keeps every record in one batch, whose base sequence
+            // comes out as -1 (no sequence), as a non-idempotent batch has.
+            sequence: i as i32 - 1,
+            timestamp: timestamp_ms,
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).context("encoding a record batch")?;
+    Ok(buf.freeze())
+}
