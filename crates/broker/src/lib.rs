@@ -22,6 +22,8 @@
 //! Data flows down and answers flow back through callbacks: no module imports the layer
 //! above it. [`request`] (who sent a request) is shared by every layer, and so is
 //! [`telemetry`] (what happened to it: phases, causes, replication events, metrics).
+//! [`record_batch`] writes record batches where the broker is its own client (the
+//! coordinator's `__consumer_offsets`, the live view's test produce).
 
 pub mod admin;
 pub mod apis;
