@@ -12,14 +12,22 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+/// A record's timestamp, as a producer would stamp it (CreateTime, wall clock).
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// One v2 record batch holding `records` (key, value; a `None` value is a tombstone), all
 /// timestamped `timestamp_ms`.
 pub fn encode(
-    records: &[(Option<Bytes>, Option<Bytes>)],
+    records: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>)>,
     timestamp_ms: i64,
 ) -> anyhow::Result<Bytes> {
     let records: Vec<Record> = records
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
             transactional: false,
@@ -35,8 +43,8 @@ pub fn encode(
             // comes out as -1 (no sequence), as a non-idempotent batch has.
             sequence: i as i32 - 1,
             timestamp: timestamp_ms,
-            key: key.clone(),
-            value: value.clone(),
+            key,
+            value,
             headers: Default::default(),
         })
         .collect();

@@ -111,16 +111,12 @@ async fn send_one(port: i32, send: SendRequest) -> anyhow::Result<Value> {
         .first()
         .filter(|t| t.error_code != 0)
         .map(|t| crate::telemetry::error_name(t.error_code));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
     let value = send
         .value
         .unwrap_or_else(|| "sent from the live view".to_string());
     let batch = crate::record_batch::encode(
-        &[(send.key.map(Bytes::from), Some(Bytes::from(value)))],
-        now,
+        [(send.key.map(Bytes::from), Some(Bytes::from(value)))],
+        crate::record_batch::wall_clock_ms(),
     )?;
     let produce = ProduceRequest::default()
         .with_acks(send.acks)

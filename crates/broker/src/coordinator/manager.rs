@@ -18,6 +18,7 @@ use tracing::warn;
 
 use super::records;
 use crate::partition::TopicPartition;
+use crate::record_batch::wall_clock_ms;
 use crate::replica_manager::{AppendOrigin, ReplicaManager};
 use crate::request::RequestContext;
 use crate::topics::{self, OFFSETS_TOPIC};
@@ -130,14 +131,6 @@ impl GroupMetadataManager {
             }),
         );
     }
-}
-
-/// A record's timestamp, as a producer would stamp it (CreateTime, wall clock).
-pub fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// An offset commit's append error as the client sees it (Kafka's

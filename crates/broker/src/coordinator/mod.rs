@@ -552,7 +552,7 @@ pub(super) fn group_metadata_record(
         generation: g.generation_id,
         protocol,
         leader: g.leader_id().map(|l| l.to_string()),
-        current_state_timestamp: manager::wall_clock_ms(),
+        current_state_timestamp: crate::record_batch::wall_clock_ms(),
         members,
     };
     (

@@ -179,11 +179,10 @@ pub fn group_metadata_value(v: &GroupMetadataValue) -> Bytes {
 /// One v2 record batch holding `records` (key, value; a `None` value is a tombstone),
 /// timestamped `timestamp_ms`. Not idempotent: producer id -1, base sequence -1.
 pub fn batch(records: &[(Bytes, Option<Bytes>)], timestamp_ms: i64) -> anyhow::Result<Bytes> {
-    let records: Vec<(Option<Bytes>, Option<Bytes>)> = records
+    let records = records
         .iter()
-        .map(|(key, value)| (Some(key.clone()), value.clone()))
-        .collect();
-    crate::record_batch::encode(&records, timestamp_ms).context("a __consumer_offsets batch")
+        .map(|(key, value)| (Some(key.clone()), value.clone()));
+    crate::record_batch::encode(records, timestamp_ms).context("a __consumer_offsets batch")
 }
 
 // ------------------------------------------------------------------------- decoding

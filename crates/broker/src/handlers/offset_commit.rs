@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 
 use super::{Reply, RequestContext};
 use crate::coordinator::group::{OffsetAndMetadata, OffsetKey};
-use crate::coordinator::manager::wall_clock_ms;
 use crate::coordinator::GroupCoordinator;
+use crate::record_batch::wall_clock_ms;
 use crate::replica_manager::ReplicaManager;
 
 /// Handles an OffsetCommit request.
