@@ -86,9 +86,12 @@ pub struct SharedState {
     built: Instant,
     /// The state as JSON.
     json: String,
-    /// The same without the clock readings that move by themselves: two frames whose keys
-    /// are equal show the same picture.
+    /// The state without the clock readings that move by themselves: what tells whether
+    /// the picture changed.
     key: String,
+    /// Goes up each time a new state's `key` differs from the one before: two frames from
+    /// states of the same version show the same picture.
+    version: u64,
 }
 
 /// What the live view's streams share: the newest [`SharedState`], and how many streams
@@ -129,7 +132,21 @@ fn build_shared_state(s: &AdminState) -> SharedState {
         built: Instant::now(),
         json,
         key: state.to_string(),
+        version: 0,
     }
+}
+
+/// Makes `built` the newest shared state, numbering its version after the one it replaces.
+fn replace_shared_state(
+    newest: &mut Option<Arc<SharedState>>,
+    mut built: SharedState,
+) -> Arc<SharedState> {
+    if let Some(previous) = newest.as_ref() {
+        built.version = previous.version + u64::from(previous.key != built.key);
+    }
+    let built = Arc::new(built);
+    *newest = Some(built.clone());
+    built
 }
 
 /// The shared state, built anew unless another stream built it less than
@@ -143,15 +160,18 @@ fn shared_state(s: &AdminState) -> Arc<SharedState> {
     {
         return state.clone();
     }
-    let state = Arc::new(build_shared_state(s));
-    *newest = Some(state.clone());
-    state
+    replace_shared_state(&mut newest, build_shared_state(s))
 }
 
 /// Builds a stream's next frame (JSON text) from `state` and moves its cursor on.
 /// Also returns what tells whether anything happened since the stream's last frame: new
-/// requests or events (`None`: something did), or else the state's and the clock's key.
-fn frame(s: &AdminState, state: &SharedState, cursor: &mut Cursor) -> (String, Option<String>) {
+/// requests or events (`None`: something did), or else the state's version and the
+/// clock's key.
+fn frame(
+    s: &AdminState,
+    state: &SharedState,
+    cursor: &mut Cursor,
+) -> (String, Option<(u64, String)>) {
     let telemetry = &s.rm.telemetry;
     let filter = RequestFilter {
         no_followers: !cursor.followers,
@@ -200,7 +220,7 @@ fn frame(s: &AdminState, state: &SharedState, cursor: &mut Cursor) -> (String, O
     );
     let key = if requests.is_empty() && events.is_empty() {
         clock["now_ms"].take();
-        Some(format!("{}{}", state.key, clock))
+        Some((state.version, clock.to_string()))
     } else {
         None
     };
@@ -236,8 +256,7 @@ pub(super) struct StreamQuery {
 /// One frame as a page that just opened gets it (the state as it is now, the newest
 /// requests and events): what `GET /api/view` serves, as JSON text.
 pub fn first_frame(s: &AdminState, followers: bool) -> String {
-    let state = Arc::new(build_shared_state(s));
-    *s.view.state.lock() = Some(state.clone());
+    let state = replace_shared_state(&mut s.view.state.lock(), build_shared_state(s));
     frame(s, &state, &mut Cursor::new(followers)).0
 }
 
@@ -281,7 +300,7 @@ pub(super) async fn get_stream(
     let cursor = Cursor::new(q.followers.as_deref() == Some("1"));
     let mut interval = tokio::time::interval(FRAME_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let start = (s, cursor, None::<String>, interval, guard);
+    let start = (s, cursor, None::<(u64, String)>, interval, guard);
     let frames = stream::unfold(
         start,
         |(s, mut cursor, mut last, mut interval, guard)| async move {
