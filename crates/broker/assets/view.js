@@ -701,9 +701,12 @@ let arrivals = []; // [performance.now(), new requests in that frame], the last 
 
 // Notes how many requests a frame brought that the page had not seen.
 function noteArrivals(f) {
+  const before = newestSeq;
   let fresh = 0;
-  for (const r of f.requests) if (r.seq > newestSeq) fresh++;
-  for (const r of f.requests) newestSeq = Math.max(newestSeq, r.seq);
+  for (const r of f.requests) {
+    if (r.seq > before) fresh++;
+    newestSeq = Math.max(newestSeq, r.seq);
+  }
   const now = performance.now();
   arrivals.push([now, fresh]);
   arrivals = arrivals.filter(([at]) => at > now - 2000);
