@@ -82,7 +82,7 @@ fn request_tag(description: &str) -> Option<u64> {
 
 /// The part of a frame that is the same for every stream at one moment: the state, with
 /// each purgatory's first pending operations and their requests, serialized once.
-pub struct SharedState {
+struct SharedState {
     built: Instant,
     /// The state as JSON.
     json: String,
@@ -97,7 +97,7 @@ pub struct SharedState {
 /// What the live view's streams share: the newest [`SharedState`], and how many streams
 /// are open.
 #[derive(Default)]
-pub struct ViewShared {
+pub(super) struct ViewShared {
     state: Mutex<Option<Arc<SharedState>>>,
     streams: AtomicUsize,
     /// The 10-second window (broker clock) of the last logged refusal: a client knocking

@@ -47,7 +47,7 @@ fn default_timeout() -> i32 {
 }
 
 /// Client id of the page's test producer.
-pub const SEND_CLIENT_ID: &str = "purgatory-view";
+const SEND_CLIENT_ID: &str = "purgatory-view";
 
 /// `POST /api/send` with a JSON body `{"topic": "demo", "acks": -1, "value": "hi",
 /// "partition": 0, "key": null, "timeout_ms": 30000, "client_id": "purgatory-view"}`

@@ -43,7 +43,6 @@ use super::{error, AdminState};
 use crate::telemetry::RequestFilter;
 
 pub use super::frames::first_frame;
-pub use super::send::SEND_CLIENT_ID;
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const VIEW_JS: &str = include_str!("../../assets/view.js");
