@@ -5,9 +5,15 @@ Starts the broker (two embedded followers, topic `bench` with three replicas) an
 round, runs each condition in turn (the order rotating from round to round):
 
   closed   nobody watches;
-  open     the live view streams: an SSE client reading /api/view/stream (--viewer sse),
-           or the page itself in Debian's headless chromium (--viewer browser);
-  base     another build of the broker (--base-bin, e.g. main before the view), closed.
+  sse      the live view streams to an SSE client reading /api/view/stream;
+  browser  the page itself is open in Debian's headless chromium;
+  base     another build of the broker (--base-bin, e.g. main before the view), closed;
+
+and the controls, which watch nothing: a busy process (spin, or memspin), or the same
+headless chromium showing a page that only changes one number 11 times a second (trivial).
+They tell what the view costs from what any neighbour, or any page updating at the view's
+pace, costs this machine. --viewer picks the watching conditions, e.g.
+--viewer browser,trivial runs closed, browser and trivial in each round.
 
 Each condition measures two things with librdkafka (confluent-kafka), acks=all, and for
 each the broker's CPU time per record (all its threads, the embedded followers included,
@@ -197,14 +203,22 @@ class Spinner:
         return 0
 
 
+# The browser control: a page that changes one number 11 times a second, as often as the
+# view's frames come, and does nothing else (no stream, no broker).
+TRIVIAL_PAGE = ("data:text/html,<body><div id=n style='font:40px sans-serif'>0</div><script>"
+                "window.purgatoryFrames=0;setInterval(()=>{document.getElementById('n').textContent="
+                "String(++window.purgatoryFrames)},90)</script></body>")
+
+
 class BrowserViewer:
-    """The page itself in headless chromium; `about:blank` between rounds closes its stream."""
+    """The page itself in headless chromium; `about:blank` between rounds closes its stream.
+    With `trivial`, the same browser shows `TRIVIAL_PAGE` instead: a control."""
 
     driver = None
     # Every chromium process of this run has it on its command line.
     profile = tempfile.mkdtemp(prefix="bench-view-chromium-")
 
-    def __init__(self, broker):
+    def __init__(self, broker, trivial=False):
         if BrowserViewer.driver is None:
             from selenium import webdriver
             from selenium.webdriver.chrome.service import Service
@@ -223,7 +237,7 @@ class BrowserViewer:
                 opts.add_argument(arg)
             BrowserViewer.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
         self.driver = BrowserViewer.driver
-        self.driver.get(broker.admin + "/")
+        self.driver.get(TRIVIAL_PAGE if trivial else broker.admin + "/")
         for _ in range(200):
             if self.driver.execute_script("return window.purgatoryFrames || 0") > 0:
                 break
@@ -277,9 +291,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "purgatory"))
     ap.add_argument("--base-bin", help="another broker build to compare with, page closed")
-    ap.add_argument("--viewer", choices=["sse", "browser", "spin", "memspin"], default="sse",
-                    help="spin: no view, a process keeping half a CPU busy; memspin: the same "
-                    "copying memory (controls)")
+    ap.add_argument("--viewer", default="sse",
+                    help="who watches, one condition each, comma-separated to run several "
+                    "side by side: sse, browser, or a control with no view: spin, a process "
+                    "keeping half a CPU busy; memspin, the same copying memory; trivial, chromium "
+                    "showing a page that changes one number 11 times a second")
     ap.add_argument("--rounds", type=int, default=5)
     # A run must last well over a frame interval (90 ms), or one frame more or less decides
     # the figure: about a second each, on a 2-core machine.
@@ -297,23 +313,29 @@ def main():
         os.sched_setaffinity(0, BROKER_CPUS)  # the producer (librdkafka's threads start later)
         print(f"pinned: broker and producer on CPUs {sorted(BROKER_CPUS)}, viewer on {sorted(VIEWER_CPUS)}")
 
+    viewer_classes = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
+                      "memspin": lambda b: Spinner(b, "memory"),
+                      "trivial": lambda b: BrowserViewer(b, trivial=True)}
+    viewers = args.viewer.split(",")
+    for v in viewers:
+        if v not in viewer_classes:
+            sys.exit(f"unknown viewer {v!r}: one of {', '.join(viewer_classes)}")
     brokers = {"closed": Broker(args.bin)}
-    brokers["open"] = brokers["closed"]
+    for v in viewers:
+        brokers[v] = brokers["closed"]
     if args.base_bin:
         brokers["base"] = Broker(args.base_bin)
-    conditions = ["closed", "open"] + (["base"] if args.base_bin else [])
+    conditions = ["closed"] + viewers + (["base"] if args.base_bin else [])
     results = {c: {"pipelined": [], "sequential": [], "frames/s": [], "cpu_us_pipelined": [], "cpu_us_sequential": [],
                    "records_per_request": [], "viewer_cpu": []}
                for c in conditions}
-    viewer_class = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
-                    "memspin": lambda b: Spinner(b, "memory")}[args.viewer]
     try:
         for r in range(args.rounds):
             order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
             line = [f"round {r + 1}:"]
             for c in order:
                 b = brokers[c]
-                viewer = viewer_class(b) if c == "open" else None
+                viewer = viewer_classes[c](b) if c in viewer_classes else None
                 t0 = time.perf_counter()
                 v0 = viewer.cpu() if viewer else 0
                 r0 = b.produce_requests()
