@@ -295,3 +295,42 @@ def test_a_fetch_delay_typed_into_the_page_survives_the_frames_and_is_applied(br
     wait_for("follower 3's fetch delay", lambda: next(
         f["fetch_delay_ms"] for f in broker.state()["followers"] if f["replica_id"] == 3) == 250)
     call(broker, "POST", "/api/followers/3/delay", b"0")
+
+
+def test_the_replication_log_keeps_its_rows_and_says_when_it_is_paced(broker, browser):
+    """Log rows are matched by what they show, not by place: when newer events arrive on
+    top, the row an eye was on keeps its text and moves down, instead of every row taking
+    its neighbour's text. Past 40 events a second the log is redrawn once a second and its
+    heading says so; when the traffic stops, the note goes."""
+    open_page(browser, broker)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 0,
+                         "client.id": "view-log"})
+    newest = "return (document.querySelector('#events li:not(.empty)') || {}).textContent || null"
+    producer.produce("view-demo", b"first")
+    producer.flush(10)
+    wait_for("a replication event on the page", lambda: browser.execute_script(newest) is not None)
+    watched = browser.execute_script("""
+        window.watchedRow = document.querySelector('#events li:not(.empty)');
+        return window.watchedRow.textContent;
+    """)
+    producer.produce("view-demo", b"second")
+    producer.flush(10)
+    wait_for("newer events above it", lambda: browser.execute_script(newest) != watched)
+    now = browser.execute_script("""
+        const li = window.watchedRow;
+        return li.isConnected && {text: li.textContent, first: li === document.querySelector('#events li')};
+    """)
+    assert now, "the watched row's element was dropped after one produce"
+    assert now["text"] == watched, "the watched row took another event's text"
+    assert not now["first"]
+
+    busy_seen = False
+    end = time.time() + 30
+    while time.time() < end and not busy_seen:
+        for _ in range(20):
+            producer.produce("view-demo", b"more")
+        producer.poll(0.02)
+        busy_seen = "busy" in (text_of(browser, "#events-pace") or "")
+    producer.flush(10)
+    assert busy_seen, "the replication log never said it was busy under a steady produce load"
+    wait_for("the busy note to clear once the traffic stopped", lambda: text_of(browser, "#events-pace") == "")

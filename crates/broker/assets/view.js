@@ -81,6 +81,10 @@ function fill(id, ...kids) {
 }
 
 function patchChildren(el, kids) {
+  if (kids.length && kids.every((k) => k.nodeType === Node.ELEMENT_NODE && k.hasAttribute('data-key'))) {
+    patchKeyed(el, kids);
+    return;
+  }
   kids.forEach((want, i) => {
     const have = el.childNodes[i];
     if (!have) el.append(want);
@@ -88,6 +92,34 @@ function patchChildren(el, kids) {
     else patchNode(have, want);
   });
   while (el.childNodes.length > kids.length) el.lastChild.remove();
+}
+
+// Children with a `data-key` are items of a list that moves: a log that grows at the top,
+// a queue that drains at the front, operations that come and go. Matched by place, every
+// row would take its neighbour's text whenever one item arrived (on a busy broker, 40 text
+// changes a frame in the replication log alone, each one shaped and laid out again).
+// Matched by key, an item keeps its node wherever it moves: new items go in, gone ones go.
+function patchKeyed(el, kids) {
+  const byKey = new Map();
+  for (const c of el.children) if (c.hasAttribute('data-key')) byKey.set(c.getAttribute('data-key'), c);
+  let at = el.firstChild;
+  for (const want of kids) {
+    const key = want.getAttribute('data-key');
+    const have = byKey.get(key);
+    let node = want;
+    if (have && have.nodeName === want.nodeName) {
+      byKey.delete(key);
+      patchNode(have, want);
+      node = have;
+    }
+    if (node === at) at = at.nextSibling;
+    else el.insertBefore(node, at);
+  }
+  while (at) {
+    const next = at.nextSibling;
+    at.remove();
+    at = next;
+  }
 }
 
 function patchNode(have, want) {
@@ -226,7 +258,7 @@ function setupControls() {
   const tok = document.getElementById('token');
   tok.value = token();
   tok.onchange = () => sessionStorage.setItem('purgatory.token', tok.value);
-  for (const id of ['filter-client', 'filter-topic']) document.getElementById(id).oninput = renderRequests;
+  for (const id of ['filter-client', 'filter-topic']) document.getElementById(id).oninput = () => requestsPace.drawNow();
   document.getElementById('filter-followers').onchange = connect;
 }
 
@@ -262,6 +294,7 @@ function onFrame(f) {
   if (f.events.length) {
     const fresh = f.events.filter((e) => !events.length || e.seq > events[0].seq);
     events = fresh.concat(events).slice(0, MAX_EVENTS);
+    eventsPace.note(fresh.length);
   }
   noteFlushes();
   render();
@@ -275,6 +308,7 @@ function noteFlushes() {
   if (Array.isArray(timer.flushes)) {
     const fresh = timer.flushes.filter((x) => x.number > lastFlushNumber);
     if (fresh.length) lastFlushNumber = fresh[fresh.length - 1].number;
+    flushesPace.note(fresh.length);
     const first = flushes.length === 0 && window.purgatoryFrames === 1;
     for (const x of fresh) {
       // Flushes from before the page opened go in the log without animation.
@@ -310,6 +344,68 @@ function noteFlushes() {
 
 // ------------------------------------------------------------------ rendering
 
+// The page's three logs (recent requests, replication events, bucket flushes) each gain
+// dozens of rows a frame on a busy broker: more than anyone reads, and laying out and
+// painting logs that turned over every frame was most of what a frame cost the browser.
+// So a log is redrawn at most every `calmMs` while it is calm, and once a second while
+// more than BUSY_PER_S rows a second arrive, and its heading says so. Rows that arrive in
+// between show with the next redraw. Everything else on the page follows every frame.
+const BUSY_PER_S = 40;
+const BUSY_EVERY_MS = 1000;
+
+class Pace {
+  constructor(noteId, calmMs, draw) {
+    this.noteId = noteId;
+    this.calmMs = calmMs;
+    this.draw = draw;
+    this.arrivals = []; // [performance.now(), rows that arrived then], the last 2 s
+    this.drawnAt = -Infinity;
+    this.timer = null;
+  }
+
+  // Counts `rows` new rows arriving now.
+  note(rows) {
+    const now = performance.now();
+    this.arrivals.push([now, rows]);
+    this.arrivals = this.arrivals.filter(([at]) => at > now - 2000);
+  }
+
+  // Rows a second lately (a frame carries at most 20 new requests, so a busy broker's
+  // request log reads as about 220).
+  rate() {
+    return this.arrivals.reduce((sum, [, k]) => sum + k, 0) / 2;
+  }
+
+  busy() {
+    return this.rate() > BUSY_PER_S;
+  }
+
+  // The log changed: redraws it now if it is due, else when it will be.
+  schedule() {
+    const wait = (this.busy() ? BUSY_EVERY_MS : this.calmMs) - (performance.now() - this.drawnAt);
+    if (wait <= 0) this.drawNow();
+    else if (!this.timer) this.timer = setTimeout(() => this.drawNow(), wait);
+  }
+
+  drawNow() {
+    this.drawnAt = performance.now();
+    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    this.showPace();
+    this.draw();
+  }
+
+  // The heading's note; also called between frames, so that it clears when traffic stops.
+  showPace() {
+    textIfChanged(document.getElementById(this.noteId),
+      this.busy() ? `(busy: over ${BUSY_PER_S} a second, redrawn once a second)` : '');
+  }
+}
+
+// The request table follows a calm broker 4 times a second: its rows are the costliest.
+const requestsPace = new Pace('requests-pace', 250, () => renderRequests());
+const eventsPace = new Pace('events-pace', 0, () => renderEvents());
+const flushesPace = new Pace('flushes-pace', 0, () => renderFlushes());
+
 // What each section was last drawn from: a section whose inputs are unchanged is left as
 // it is (a busy broker sends 11 frames a second, and most of a frame repeats the last).
 const drawn = {};
@@ -333,8 +429,12 @@ function render() {
   redraw('groups', JSON.stringify(st.groups), renderGroups);
   redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
-  redraw('events', events.length ? events[0].seq : -1, renderEvents);
-  scheduleRequests();
+  // The logs: redrawn when they gained rows, at their pace (the first frame draws them).
+  const newestEvent = events.length ? events[0].seq : null;
+  if (newestEvent !== drawn.events) { drawn.events = newestEvent; eventsPace.schedule(); }
+  const newestFlush = flushes.length ? flushes[0] : null;
+  if (newestFlush !== drawn.flushes) { drawn.flushes = newestFlush; flushesPace.schedule(); }
+  requestsPace.schedule();
   renderCountdowns();
 }
 
@@ -357,12 +457,14 @@ function renderClock() {
   if (c.frozen) mode = 'FROZEN';
   else if (c.mode === 'manual') mode = 'manual clock';
   else mode = 'system clock';
-  el.textContent = `${mode} · ${n(Math.floor(nowMs()))} ms`;
-  el.className = 'clock' + (c.frozen || c.mode === 'manual' ? ' frozen' : '');
-  document.getElementById('freeze').disabled = !c.can_freeze || c.frozen;
-  document.getElementById('resume').disabled = !c.frozen;
-  for (const id of ['step1', 'steptick', 'stepN']) document.getElementById(id).disabled = !c.steppable;
-  document.getElementById('steptick').textContent = `+1 tick (${c.tick_ms} ms)`;
+  textIfChanged(el, `${mode} · ${n(Math.floor(nowMs()))} ms`);
+  // Setting an attribute to the value it has still restyles the element: only changes go in.
+  setIfChanged(el, 'class', 'clock' + (c.frozen || c.mode === 'manual' ? ' frozen' : ''));
+  const enable = (id, on) => { const b = document.getElementById(id); if (b.disabled === Boolean(on)) b.disabled = !on; };
+  enable('freeze', c.can_freeze && !c.frozen);
+  enable('resume', c.frozen);
+  for (const id of ['step1', 'steptick', 'stepN']) enable(id, c.steppable);
+  textIfChanged(document.getElementById('steptick'), `+1 tick (${c.tick_ms} ms)`);
   if (frame.token_required) document.getElementById('token-box').hidden = false;
 }
 
@@ -500,18 +602,22 @@ function renderWheel() {
   const sorted = [...buckets].sort((a, b) => a.expiration_ms - b.expiration_ms);
   const now2 = nowMs();
   fill('bucket-queue', sorted.length ? sorted.map((b, i) =>
-    h('span', { class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
+    h('span', { 'data-key': `${b.level}/${b.slot}/${b.expiration_ms}`, class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
       title: `level ${b.level} slot ${b.slot}: flushed at ${n(b.expiration_ms)} ms` },
     h('b', {}, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} `,
     h('span', { class: 'countdown', 'data-at': b.expiration_ms }, `(in ${n(Math.max(0, Math.round(b.expiration_ms - now2)))} ms)`), ` ×${b.entries}`))
     : h('span', { class: 'empty' }, 'empty: the driver sleeps with no deadline'));
+}
 
-  // The flush log.
+// The flush log: the newest bucket flushes, those of the last 1.5 s marked.
+function renderFlushes() {
+  const now = performance.now();
   fill('flushes', flushes.length ? flushes.slice(0, 12).map((x) => {
     const what = x.moved_down !== undefined
       ? `${x.moved_down ? `${x.moved_down} moved down to level ${x.level - 1}` : ''}${x.moved_down && x.fired ? ', ' : ''}${x.fired ? `${x.fired} fired` : ''}${!x.moved_down && !x.fired ? 'empty' : ''}`
       : (x.level > 0 ? `${x.entries} timer(s) moved down or fired` : `${x.entries} timer(s) fired`);
-    return h('li', { class: now - x.fresh < 1500 ? 'fresh' : '' }, `@${n(x.at_ms ?? x.expiration_ms)} ms · level ${x.level} slot ${x.slot} expired → ${what}`);
+    const key = x.number ?? `${x.level}/${x.slot}/${x.expiration_ms}`;
+    return h('li', { 'data-key': key, class: now - x.fresh < 1500 ? 'fresh' : '' }, `@${n(x.at_ms ?? x.expiration_ms)} ms · level ${x.level} slot ${x.slot} expired → ${what}`);
   }) : h('li', { class: 'empty' }, 'none yet'));
 }
 
@@ -556,7 +662,8 @@ function renderPurgatories() {
     const rows = (p.pending || []).slice(0, SHOWN_PENDING).map((op) => {
       const r = op.request;
       const bucket = op.bucket || bucketOf(op.deadline_ms);
-      const tr = h('tr', { class: 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
+      const key = r ? `r${r.seq}` : `${op.deadline_ms}/${op.description}`;
+      const tr = h('tr', { 'data-key': key, class: 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
         onclick: () => { selected = bucket ? { level: bucket.level, slot: bucket.slot } : null; renderWheel(); } },
       h('td', {}, r ? r.kind : opName(op)),
       h('td', { class: 'client' }, r ? (r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id) : '–'),
@@ -664,7 +771,7 @@ function renderFollowers() {
 
 function renderEvents() {
   fill('events', events.length ? events.slice(0, 30).map((e) =>
-    h('li', { class: e.kind === 'isr_shrink' ? 'err' : '' }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
+    h('li', { 'data-key': e.seq, class: e.kind === 'isr_shrink' ? 'err' : '' }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
     : h('li', { class: 'empty' }, 'none yet'));
 }
 
@@ -686,18 +793,7 @@ function causeText(r) {
 const PHASES = ['request_queue', 'local', 'remote', 'response_queue', 'response_send'];
 const PHASE_LABEL = { request_queue: 'queue', local: 'local', remote: 'remote', response_queue: 'resp-queue', response_send: 'send' };
 
-// The request table is a log: on a busy broker each frame brings 20 new rows, more than
-// anyone reads, and rows are most of what a frame costs the browser to lay out. So it is
-// redrawn at most every REQUESTS_EVERY_MS, and once a second while more than
-// BUSY_REQUESTS_PER_S requests arrive (the rest of the page follows every frame); rows
-// that arrive in between show with the next redraw. The panel's title says which.
-const REQUESTS_EVERY_MS = 250;
-const BUSY_REQUESTS_EVERY_MS = 1000;
-const BUSY_REQUESTS_PER_S = 40;
-let requestsDrawnAt = -Infinity;
-let requestsTimer = null;
 let newestSeq = 0;
-let arrivals = []; // [performance.now(), new requests in that frame], the last 2 s
 
 // Notes how many requests a frame brought that the page had not seen.
 function noteArrivals(f) {
@@ -707,33 +803,10 @@ function noteArrivals(f) {
     if (r.seq > before) fresh++;
     newestSeq = Math.max(newestSeq, r.seq);
   }
-  const now = performance.now();
-  arrivals.push([now, fresh]);
-  arrivals = arrivals.filter(([at]) => at > now - 2000);
-}
-
-// Requests a second arriving lately (frames carry at most 20 new ones each, so a busy
-// broker reads as about 220).
-function requestRate() {
-  return arrivals.reduce((sum, [, k]) => sum + k, 0) / 2;
-}
-
-function requestsEveryMs() {
-  return requestRate() > BUSY_REQUESTS_PER_S ? BUSY_REQUESTS_EVERY_MS : REQUESTS_EVERY_MS;
-}
-
-function scheduleRequests() {
-  const wait = requestsEveryMs() - (performance.now() - requestsDrawnAt);
-  if (wait <= 0) renderRequests();
-  else if (!requestsTimer) requestsTimer = setTimeout(renderRequests, wait);
+  requestsPace.note(fresh);
 }
 
 function renderRequests() {
-  requestsDrawnAt = performance.now();
-  const busy = requestsEveryMs() === BUSY_REQUESTS_EVERY_MS;
-  textIfChanged(document.getElementById('requests-pace'),
-    busy ? `(busy: over ${BUSY_REQUESTS_PER_S} a second, redrawn once a second)` : '');
-  if (requestsTimer) { clearTimeout(requestsTimer); requestsTimer = null; }
   const client = document.getElementById('filter-client').value.trim().toLowerCase();
   const topic = document.getElementById('filter-topic').value.trim().toLowerCase();
   const now = nowMs();
@@ -816,10 +889,15 @@ setInterval(() => {
   if (!frame || performance.now() - frameAt < 100) return;
   renderClock();
   renderCountdowns();
-  // Fading flashes and arrows.
+  // Fading flashes and arrows, and the mark on fresh flushes.
   if (flashes.length || arrows.length) {
     drawn.wheel = null;
     renderWheel();
+  }
+  if (flushes.length && performance.now() - flushes[0].fresh < 1700) flushesPace.schedule();
+  for (const pace of [requestsPace, eventsPace, flushesPace]) {
+    pace.note(0);
+    pace.showPace();
   }
 }, 100);
 
