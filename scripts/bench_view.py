@@ -9,8 +9,9 @@ round, runs each condition in turn (the order rotating from round to round):
   browser  the page itself is open in Debian's headless chromium;
   base     another build of the broker (--base-bin, e.g. main before the view), closed;
 
-and the controls, which watch nothing: a busy process (spin, or memspin), or the same
-headless chromium showing a page that only changes one number 11 times a second (trivial).
+and the controls, which watch nothing: a busy process (spin, or memspin), the same headless
+chromium showing a page that only changes one number 11 times a second (trivial), or
+nothing at all (none: `closed` again, whose distance from `closed` is the bench's noise).
 They tell what the view costs from what any neighbour, or any page updating at the view's
 pace, costs this machine. --viewer picks the watching conditions, e.g.
 --viewer browser,trivial runs closed, browser and trivial in each round.
@@ -150,7 +151,10 @@ def processes_cpu(match):
                 continue
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
+            # utime, stime, and those of its children that have ended: chromium ends a
+            # page's renderer when it navigates away, and its parent (also matched) then
+            # holds its time, so the total never goes down.
+            total += sum(int(x) for x in fields[11:15])
         except OSError:
             pass  # gone meanwhile
     return total / os.sysconf("SC_CLK_TCK")
@@ -208,6 +212,20 @@ class Spinner:
 TRIVIAL_PAGE = ("data:text/html,<body><div id=n style='font:40px sans-serif'>0</div><script>"
                 "window.purgatoryFrames=0;setInterval(()=>{document.getElementById('n').textContent="
                 "String(++window.purgatoryFrames)},90)</script></body>")
+
+
+class NoViewer:
+    """The A/A control: nobody watches, as in `closed`; the spread between the two is the
+    bench's own noise."""
+
+    def __init__(self, broker):
+        pass
+
+    def cpu(self):
+        return 0
+
+    def stop(self):
+        return 0
 
 
 class BrowserViewer:
@@ -295,7 +313,7 @@ def main():
                     help="who watches, one condition each, comma-separated to run several "
                     "side by side: sse, browser, or a control with no view: spin, a process "
                     "keeping half a CPU busy; memspin, the same copying memory; trivial, chromium "
-                    "showing a page that changes one number 11 times a second")
+                    "showing a page that changes one number 11 times a second; none, nothing (closed again)")
     ap.add_argument("--rounds", type=int, default=5)
     # A run must last well over a frame interval (90 ms), or one frame more or less decides
     # the figure: about a second each, on a 2-core machine.
@@ -315,7 +333,7 @@ def main():
 
     viewer_classes = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
                       "memspin": lambda b: Spinner(b, "memory"),
-                      "trivial": lambda b: BrowserViewer(b, trivial=True)}
+                      "trivial": lambda b: BrowserViewer(b, trivial=True), "none": NoViewer}
     viewers = args.viewer.split(",")
     for v in viewers:
         if v not in viewer_classes:
@@ -376,6 +394,17 @@ def main():
               f"{med['records_per_request']:.1f} records/request;"
               f"  sequential {med['sequential']:>6,.0f} produces/s ({r['sequential']:.3f}), "
               f"broker CPU {med['cpu_us_sequential']:.1f} µs/produce ({r['cpu_us_sequential']:.3f}){extra}")
+    # The same ratios paired round by round, with their middle half: how far apart two
+    # conditions must be before this machine can tell them apart (see `none`).
+    print()
+    print("per-round ratios to closed: median [middle half]")
+    for c in conditions[1:]:
+        line = [f"{c:>7}:"]
+        for k in keys:
+            ratios = sorted(a / b for a, b in zip(results[c][k], results["closed"][k]))
+            q = len(ratios) // 4
+            line.append(f"{k} {statistics.median(ratios):.3f} [{ratios[q]:.2f}-{ratios[-1 - q]:.2f}]")
+        print("  ".join(line))
 
 
 if __name__ == "__main__":
