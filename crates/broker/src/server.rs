@@ -30,6 +30,8 @@ use crate::replica_manager::ReplicaManager;
 /// against 0.78x the mock's on a loaded machine). Handlers never block, and timeouts run
 /// on the timing wheel's own thread, so one thread is enough for a mock broker's load.
 /// The benchmarks build their broker on this too, so that they measure what users run.
+/// The admin listener is the one part of `purgatory serve` that runs elsewhere, on a
+/// thread of its own ([`admin::start`](crate::admin::start) says why).
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
