@@ -247,6 +247,11 @@ async fn admin_token_is_required_for_state_changing_calls() {
         ctl::http(&c.admin, "POST", path, body, token).expect("HTTP")
     };
 
+    // Connected first, so that "still running" below says the refused calls changed nothing.
+    wait_until("follower 2 to connect", || {
+        c.followers.get(2).unwrap().status().state == FollowerState::Running
+    })
+    .await;
     assert_eq!(post("/api/followers/2/pause", "", None).0, 401);
     assert_eq!(post("/api/followers/2/pause", "", Some("wrong")).0, 401);
     assert_eq!(
