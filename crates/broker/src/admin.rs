@@ -88,7 +88,7 @@ impl AdminState {
 /// frame builds on another core when there is one, from its own arena. Everything the
 /// handlers touch is shared across threads already (locks, atomics, tokio channels), so
 /// they run unchanged.
-pub async fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr> {
+pub fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr> {
     let cannot_start = || {
         format!(
             "cannot start the admin HTTP listener on {listen}; choose another address with \
@@ -108,15 +108,12 @@ pub async fn start(listen: &str, state: AdminState) -> anyhow::Result<SocketAddr
         .name("admin-http".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(listener) => listener,
-                    Err(e) => {
-                        tracing::error!(error = %e, "admin listener stopped");
-                        return;
-                    }
-                };
                 let service = app.into_make_service_with_connect_info::<SocketAddr>();
-                if let Err(e) = axum::serve(listener, service).await {
+                let served = match TcpListener::from_std(listener) {
+                    Ok(listener) => axum::serve(listener, service).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = served {
                     tracing::error!(error = %e, "admin listener stopped");
                 }
             })

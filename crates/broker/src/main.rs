@@ -247,7 +247,7 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
             followers.clone(),
             rm.config.admin_token.clone(),
         );
-        admin::start(&rm.config.admin_listen, state).await?;
+        admin::start(&rm.config.admin_listen, state)?;
     }
     tokio::signal::ctrl_c().await?;
     tracing::info!("shutting down");

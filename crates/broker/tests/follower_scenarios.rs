@@ -39,7 +39,6 @@ impl Cluster {
             token.map(str::to_string),
         );
         let admin = admin::start("127.0.0.1:0", state)
-            .await
             .expect("admin listener")
             .to_string();
         Cluster {
