@@ -338,9 +338,8 @@ def main():
     for v in viewers:
         if v not in viewer_classes:
             sys.exit(f"unknown viewer {v!r}: one of {', '.join(viewer_classes)}")
+    # Every condition but `base` runs on the same broker.
     brokers = {"closed": Broker(args.bin)}
-    for v in viewers:
-        brokers[v] = brokers["closed"]
     if args.base_bin:
         brokers["base"] = Broker(args.base_bin)
     conditions = ["closed"] + viewers + (["base"] if args.base_bin else [])
@@ -352,7 +351,7 @@ def main():
             order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
             line = [f"round {r + 1}:"]
             for c in order:
-                b = brokers[c]
+                b = brokers.get(c, brokers["closed"])
                 viewer = viewer_classes[c](b) if c in viewer_classes else None
                 t0 = time.perf_counter()
                 v0 = viewer.cpu() if viewer else 0

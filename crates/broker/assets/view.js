@@ -367,14 +367,14 @@ class Pace {
 
   // Counts `rows` new rows arriving now.
   note(rows) {
-    const now = performance.now();
-    this.arrivals.push([now, rows]);
-    this.arrivals = this.arrivals.filter(([at]) => at > now - 2000);
+    this.arrivals.push([performance.now(), rows]);
   }
 
-  // Rows a second lately (a frame carries at most 20 new requests, so a busy broker's
-  // request log reads as about 220).
+  // Rows a second over the last 2 s (a frame carries at most 20 new requests, so a busy
+  // broker's request log reads as about 220).
   rate() {
+    const since = performance.now() - 2000;
+    this.arrivals = this.arrivals.filter(([at]) => at > since);
     return this.arrivals.reduce((sum, [, k]) => sum + k, 0) / 2;
   }
 
@@ -897,10 +897,7 @@ setInterval(() => {
     renderWheel();
   }
   if (flushes.length && performance.now() - flushes[0].fresh < 1700) flushesPace.schedule();
-  for (const pace of [requestsPace, eventsPace, flushesPace]) {
-    pace.note(0);
-    pace.showPace();
-  }
+  for (const pace of [requestsPace, eventsPace, flushesPace]) pace.showPace();
 }, 100);
 
 setupControls();
