@@ -31,13 +31,27 @@ let selected = null;       // {level, slot} of the selected pending operation's 
 
 // ------------------------------------------------------------------ small helpers
 
+// What a panel should look like is built each frame as plain objects, `h(tag, attrs,
+// ...kids)` → {tag, attrs, kids} with kids such objects or strings, and `fill` makes the
+// page match them. A busy broker changes a few numbers per panel per frame: building
+// those panels as real DOM nodes, only to copy a few numbers over and drop the rest, was
+// most of the page's script time and its garbage. Real nodes are made (`build`) only for
+// what is new.
 function h(tag, attrs, ...kids) {
-  const el = document.createElement(tag);
-  setAttrs(el, attrs);
-  for (const k of kids.flat()) {
+  const out = [];
+  for (const k of kids.flat(Infinity)) {
     if (k === null || k === undefined || k === false) continue;
-    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    out.push(typeof k === 'object' ? k : String(k));
   }
+  return { tag, attrs: attrs || {}, kids: out };
+}
+
+// The real node for `want`, a string or an `h` object.
+function build(want) {
+  if (typeof want === 'string') return document.createTextNode(want);
+  const el = document.createElement(want.tag);
+  setAttrs(el, want.attrs);
+  for (const k of want.kids) el.append(build(k));
   return el;
 }
 
@@ -56,42 +70,50 @@ function setAttrs(el, attrs) {
     if (v === null || v === undefined || v === false) continue;
     // Handlers are properties (`onclick`), so that `patch` can move them to the node kept.
     if (k.startsWith('on')) { el[k] = v; (el.handlers ||= []).push(k); }
-    else if (k === 'text') el.textContent = String(v);
     else el.setAttribute(k, String(v));
   }
 }
 
-// Replaces the children of element `id` (for content whose nodes the page keeps references
-// to, like the wheel's rings, which later frames update in place).
+// Replaces the children of element `id` with these real nodes (content whose nodes the
+// page keeps references to, like the wheel's rings, which later frames update in place).
 function replace(id, ...kids) {
   const el = document.getElementById(id);
   el.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
   return el;
 }
 
-// Makes the children of element `id` look like `kids`, nodes built afresh for this frame,
-// changing only what differs: a node of the same kind in the same place is kept and gets
-// the new one's attributes, handlers, text and children. A busy broker changes a few
-// numbers per panel per frame; replacing the panel's nodes made the browser lay out and
-// repaint all of it 11 times a second, patching repaints the numbers.
+// Makes the children of element `id` look like `kids` (`h` objects or strings), changing
+// only what differs: a node of the same kind in the same place is kept and gets the new
+// attributes, handlers, text and children. Replacing a panel's nodes made the browser lay
+// out and repaint all of it 11 times a second; patching repaints the numbers.
 function fill(id, ...kids) {
   const el = document.getElementById(id);
   patchChildren(el, kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
   return el;
 }
 
+function keyOf(want) {
+  return typeof want === 'object' ? want.attrs['data-key'] : undefined;
+}
+
 function patchChildren(el, kids) {
-  if (kids.length && kids.every((k) => k.nodeType === Node.ELEMENT_NODE && k.hasAttribute('data-key'))) {
+  if (kids.length && kids.every((k) => keyOf(k) !== undefined && keyOf(k) !== null)) {
     patchKeyed(el, kids);
     return;
   }
-  kids.forEach((want, i) => {
-    const have = el.childNodes[i];
-    if (!have) el.append(want);
-    else if (have.nodeType !== want.nodeType || have.nodeName !== want.nodeName) el.replaceChild(want, have);
-    else patchNode(have, want);
-  });
-  while (el.childNodes.length > kids.length) el.lastChild.remove();
+  let have = el.firstChild;
+  for (const want of kids) {
+    if (!have) el.append(build(want));
+    else if (sameKind(have, want)) { patchNode(have, want); have = have.nextSibling; }
+    else { const next = have.nextSibling; el.replaceChild(build(want), have); have = next; }
+  }
+  while (have) { const next = have.nextSibling; have.remove(); have = next; }
+}
+
+// Whether node `have` can be patched into `want`: text for text, the same element.
+function sameKind(have, want) {
+  if (typeof want === 'string') return have.nodeType === Node.TEXT_NODE;
+  return have.nodeType === Node.ELEMENT_NODE && have.localName === want.tag;
 }
 
 // Children with a `data-key` are items of a list that moves: a log that grows at the top,
@@ -104,13 +126,15 @@ function patchKeyed(el, kids) {
   for (const c of el.children) if (c.hasAttribute('data-key')) byKey.set(c.getAttribute('data-key'), c);
   let at = el.firstChild;
   for (const want of kids) {
-    const key = want.getAttribute('data-key');
+    const key = String(keyOf(want));
     const have = byKey.get(key);
-    let node = want;
-    if (have && have.nodeName === want.nodeName) {
+    let node;
+    if (have && sameKind(have, want)) {
       byKey.delete(key);
       patchNode(have, want);
       node = have;
+    } else {
+      node = build(want);
     }
     if (node === at) at = at.nextSibling;
     else el.insertBefore(node, at);
@@ -123,22 +147,29 @@ function patchKeyed(el, kids) {
 }
 
 function patchNode(have, want) {
-  if (have.nodeType !== Node.ELEMENT_NODE) {
-    if (have.nodeValue !== want.nodeValue) have.nodeValue = want.nodeValue;
+  if (typeof want === 'string') {
+    if (have.nodeValue !== want) have.nodeValue = want;
     return;
   }
-  for (const { name, value } of [...want.attributes]) {
-    if (have.getAttribute(name) !== value) have.setAttribute(name, value);
+  const handlers = [];
+  for (const k in want.attrs) {
+    const v = want.attrs[k];
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) { have[k] = v; handlers.push(k); continue; }
+    const text = String(v);
+    if (have.getAttribute(k) !== text) have.setAttribute(k, text);
   }
-  for (const { name } of [...have.attributes]) {
-    if (!want.hasAttribute(name)) have.removeAttribute(name);
+  const attrs = have.attributes;
+  for (let i = attrs.length - 1; i >= 0; i--) {
+    const name = attrs[i].name;
+    const v = want.attrs[name];
+    if (v === null || v === undefined || v === false) have.removeAttribute(name);
   }
-  for (const k of have.handlers || []) have[k] = null;
-  for (const k of want.handlers || []) have[k] = want[k];
-  have.handlers = want.handlers;
+  for (const k of have.handlers || []) if (!handlers.includes(k)) have[k] = null;
+  have.handlers = handlers;
   // What is being typed in an input is its `value` property, which the `value` attribute
   // only sets until someone types: patching attributes leaves it alone.
-  patchChildren(have, [...want.childNodes]);
+  patchChildren(have, want.kids);
 }
 
 const fmt = new Intl.NumberFormat('en-US');
@@ -665,7 +696,8 @@ function renderPurgatories() {
       const r = op.request;
       const bucket = op.bucket || bucketOf(op.deadline_ms);
       const key = r ? `r${r.seq}` : `${op.deadline_ms}/${op.description}`;
-      const tr = h('tr', { 'data-key': key, class: 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
+      const isSelected = selected && bucket && selected.level === bucket.level && selected.slot === bucket.slot;
+      return h('tr', { 'data-key': key, class: isSelected ? 'pending-op selected' : 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
         onclick: () => { selected = bucket ? { level: bucket.level, slot: bucket.slot } : null; renderWheel(); } },
       h('td', {}, r ? r.kind : opName(op)),
       h('td', { class: 'client' }, r ? (r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id) : '–'),
@@ -673,8 +705,6 @@ function renderPurgatories() {
       h('td', {}, waitsFor(op, parts)),
       h('td', { class: 'num', title: `times out at ${n(op.deadline_ms)} ms on the broker clock` }, `${n(op.deadline_ms)} (in ${n(Math.max(0, Math.round(op.deadline_ms - now)))} ms)`),
       h('td', { class: 'bucket', title: bucket && bucket.computed ? 'computed from the deadline' : 'from the wheel' }, bucketText(bucket)));
-      if (selected && bucket && selected.level === bucket.level && selected.slot === bucket.slot) tr.classList.add('selected');
-      return tr;
     });
     const more = (p.pending_total || 0) - rows.length;
     return h('div', { class: 'purgatory', 'data-purgatory': p.name },
@@ -829,7 +859,7 @@ function renderRequests() {
   const keep = new Set(rows.map((r) => r.seq));
   for (const seq of [...requestRows.keys()]) if (!keep.has(seq)) requestRows.delete(seq);
   if (!rows.length) {
-    body.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
+    body.replaceChildren(build(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet'))));
     return;
   }
   // Only new and changed rows go in; the rest stay where they are (new rows arrive at the
@@ -862,14 +892,14 @@ function requestRow(r, now) {
     return t;
   }).join(', ');
   const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
-  return h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
+  return build(h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
     h('td', { class: 'num' }, r.seq),
     h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
     h('td', { class: 'client' }, who),
     h('td', { class: 'tps' }, tps),
     h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
     h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
-    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
+    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null)));
 }
 
 // The countdowns to deadlines and bucket flushes, on the broker clock.
