@@ -10,8 +10,8 @@ round, runs each condition in turn (the order rotating from round to round):
   base     another build of the broker (--base-bin, e.g. main before the view), closed;
 
 and the controls, which watch nothing: a busy process (spin, or memspin), the same headless
-chromium showing a page that only changes one number 11 times a second (trivial), or
-nothing at all (none: `closed` again, whose distance from `closed` is the bench's noise).
+chromium showing a page that only changes one number 11 times a second (trivial), the
+view's page streaming its frames but drawing only its clock (floor), or nothing at all (none: `closed` again, whose distance from `closed` is the bench's noise).
 They tell what the view costs from what any neighbour, or any page updating at the view's
 pace, costs this machine. --viewer picks the watching conditions, e.g.
 --viewer browser,trivial runs closed, browser and trivial in each round.
@@ -230,13 +230,15 @@ class NoViewer:
 
 class BrowserViewer:
     """The page itself in headless chromium; `about:blank` between rounds closes its stream.
-    With `trivial`, the same browser shows `TRIVIAL_PAGE` instead: a control."""
+    With `trivial`, the same browser shows `TRIVIAL_PAGE` instead: a control. With `floor`,
+    the page itself with its stream, drawing from each frame only the clock: what any page
+    that follows the broker 11 times a second costs, before drawing anything else."""
 
     driver = None
     # Every chromium process of this run has it on its command line.
     profile = tempfile.mkdtemp(prefix="bench-view-chromium-")
 
-    def __init__(self, broker, trivial=False):
+    def __init__(self, broker, trivial=False, floor=False):
         if BrowserViewer.driver is None:
             from selenium import webdriver
             from selenium.webdriver.chrome.service import Service
@@ -256,6 +258,9 @@ class BrowserViewer:
             BrowserViewer.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
         self.driver = BrowserViewer.driver
         self.driver.get(TRIVIAL_PAGE if trivial else broker.admin + "/")
+        if floor:
+            # The page's functions are globals: each frame is still parsed and counted.
+            self.driver.execute_script("render = function () { renderClock(); };")
         for _ in range(200):
             if self.driver.execute_script("return window.purgatoryFrames || 0") > 0:
                 break
@@ -313,7 +318,8 @@ def main():
                     help="who watches, one condition each, comma-separated to run several "
                     "side by side: sse, browser, or a control with no view: spin, a process "
                     "keeping half a CPU busy; memspin, the same copying memory; trivial, chromium "
-                    "showing a page that changes one number 11 times a second; none, nothing (closed again)")
+                    "showing a page that changes one number 11 times a second; floor, the page "
+                    "streaming its frames but drawing only the clock; none, nothing (closed again)")
     ap.add_argument("--rounds", type=int, default=5)
     # A run must last well over a frame interval (90 ms), or one frame more or less decides
     # the figure: about a second each, on a 2-core machine.
@@ -333,7 +339,8 @@ def main():
 
     viewer_classes = {"sse": SseViewer, "browser": BrowserViewer, "spin": Spinner,
                       "memspin": lambda b: Spinner(b, "memory"),
-                      "trivial": lambda b: BrowserViewer(b, trivial=True), "none": NoViewer}
+                      "trivial": lambda b: BrowserViewer(b, trivial=True),
+                      "floor": lambda b: BrowserViewer(b, floor=True), "none": NoViewer}
     viewers = args.viewer.split(",")
     for v in viewers:
         if v not in viewer_classes:
