@@ -9,6 +9,9 @@
 'use strict';
 
 const SVG = 'http://www.w3.org/2000/svg';
+
+// An attribute or child given as null, undefined or false is left out.
+const absent = (v) => v === null || v === undefined || v === false;
 const MAX_REQUESTS = 300;
 const MAX_EVENTS = 200;
 // Rows in the request table: the panel shows about ten; the filters reach the rest of the
@@ -20,7 +23,6 @@ let frame = null;          // the latest frame
 let frameAt = 0;           // performance.now() when it arrived
 let source = null;         // the EventSource
 const requests = new Map(); // seq -> request view
-const requestRows = new Map(); // seq -> {state, tr}: the request table's rows, reused while unchanged
 let events = [];           // replication events, newest first
 let flushes = [];          // bucket flushes seen, newest first
 let lastFlushNumber = -1;
@@ -34,13 +36,13 @@ let selected = null;       // {level, slot} of the selected pending operation's 
 // What a panel should look like is built each frame as plain objects, `h(tag, attrs,
 // ...kids)` → {tag, attrs, kids} with kids such objects or strings, and `fill` makes the
 // page match them. A busy broker changes a few numbers per panel per frame: building
-// those panels as real DOM nodes, only to copy a few numbers over and drop the rest, was
-// most of the page's script time and its garbage. Real nodes are made (`build`) only for
-// what is new.
+// those panels as real DOM nodes, only to copy a few numbers over and drop the rest, took
+// a third of the page's script time and made its garbage. Real nodes are made (`build`)
+// only for what is new.
 function h(tag, attrs, ...kids) {
   const out = [];
   for (const k of kids.flat(Infinity)) {
-    if (k === null || k === undefined || k === false) continue;
+    if (absent(k)) continue;
     out.push(typeof k === 'object' ? k : String(k));
   }
   return { tag, attrs: attrs || {}, kids: out };
@@ -59,7 +61,7 @@ function s(tag, attrs, ...kids) {
   const el = document.createElementNS(SVG, tag);
   setAttrs(el, attrs);
   for (const k of kids.flat()) {
-    if (k === null || k === undefined || k === false) continue;
+    if (absent(k)) continue;
     el.append(k instanceof Node ? k : document.createTextNode(String(k)));
   }
   return el;
@@ -67,7 +69,7 @@ function s(tag, attrs, ...kids) {
 
 function setAttrs(el, attrs) {
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
+    if (absent(v)) continue;
     // Handlers are properties (`onclick`), so that `patch` can move them to the node kept.
     if (k.startsWith('on')) { el[k] = v; (el.handlers ||= []).push(k); }
     else el.setAttribute(k, String(v));
@@ -78,7 +80,7 @@ function setAttrs(el, attrs) {
 // page keeps references to, like the wheel's rings, which later frames update in place).
 function replace(id, ...kids) {
   const el = document.getElementById(id);
-  el.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+  el.replaceChildren(...kids.flat().filter((k) => !absent(k)));
   return el;
 }
 
@@ -88,16 +90,17 @@ function replace(id, ...kids) {
 // out and repaint all of it 11 times a second; patching repaints the numbers.
 function fill(id, ...kids) {
   const el = document.getElementById(id);
-  patchChildren(el, kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+  patchChildren(el, kids.flat().filter((k) => !absent(k)));
   return el;
 }
 
+// The `data-key` of `want`, or null.
 function keyOf(want) {
-  return typeof want === 'object' ? want.attrs['data-key'] : undefined;
+  return typeof want === 'object' ? want.attrs['data-key'] ?? null : null;
 }
 
 function patchChildren(el, kids) {
-  if (kids.length && kids.every((k) => keyOf(k) !== undefined && keyOf(k) !== null)) {
+  if (kids.length && kids.every((k) => keyOf(k) !== null)) {
     patchKeyed(el, kids);
     return;
   }
@@ -154,7 +157,7 @@ function patchNode(have, want) {
   const handlers = [];
   for (const k in want.attrs) {
     const v = want.attrs[k];
-    if (v === null || v === undefined || v === false) continue;
+    if (absent(v)) continue;
     if (k.startsWith('on')) { have[k] = v; handlers.push(k); continue; }
     const text = String(v);
     if (have.getAttribute(k) !== text) have.setAttribute(k, text);
@@ -162,8 +165,7 @@ function patchNode(have, want) {
   const attrs = have.attributes;
   for (let i = attrs.length - 1; i >= 0; i--) {
     const name = attrs[i].name;
-    const v = want.attrs[name];
-    if (v === null || v === undefined || v === false) have.removeAttribute(name);
+    if (absent(want.attrs[name])) have.removeAttribute(name);
   }
   for (const k of have.handlers || []) if (!handlers.includes(k)) have[k] = null;
   have.handlers = handlers;
@@ -847,28 +849,10 @@ function renderRequests() {
     .filter((r) => !topic || r.partitions.some((p) => p.topic.toLowerCase().includes(topic)))
     .sort((a, b) => b.seq - a.seq)
     .slice(0, SHOWN_REQUESTS);
-  const body = document.querySelector('#requests tbody');
-  const shown = rows.map((r) => {
-    // A finished request's row never changes: built once, then reused.
-    const cached = requestRows.get(r.seq);
-    if (cached && cached.state === 'done' && r.state === 'done') return cached.tr;
-    const tr = requestRow(r, now);
-    requestRows.set(r.seq, { state: r.state, tr });
-    return tr;
-  });
-  const keep = new Set(rows.map((r) => r.seq));
-  for (const seq of [...requestRows.keys()]) if (!keep.has(seq)) requestRows.delete(seq);
-  if (!rows.length) {
-    body.replaceChildren(build(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet'))));
-    return;
-  }
-  // Only new and changed rows go in; the rest stay where they are (new rows arrive at the
-  // top and push the oldest out at the bottom), so the browser lays out only what moved.
-  shown.forEach((tr, i) => {
-    const at = body.children[i];
-    if (at !== tr) body.insertBefore(tr, at || null);
-  });
-  while (body.children.length > shown.length) body.lastElementChild.remove();
+  // Rows are keyed by request: a row already shown keeps its node as newer rows push in
+  // above it, and only a request that changed (finished, say) has its cells patched.
+  fill('request-rows', rows.length ? rows.map((r) => requestRow(r, now))
+    : h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
 }
 
 // One row of the request table.
@@ -892,14 +876,14 @@ function requestRow(r, now) {
     return t;
   }).join(', ');
   const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
-  return build(h('tr', { class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
+  return h('tr', { 'data-key': r.seq, class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
     h('td', { class: 'num' }, r.seq),
     h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
     h('td', { class: 'client' }, who),
     h('td', { class: 'tps' }, tps),
     h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
     h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
-    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null)));
+    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
 }
 
 // The countdowns to deadlines and bucket flushes, on the broker clock.
