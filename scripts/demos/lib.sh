@@ -20,19 +20,29 @@ fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; echo "  broker log: $BROKER_L
 
 # start_broker [purgatory serve flags...]: starts a broker with embedded followers on free
 # ports and waits for its admin API. BROKER_CONFIG=FILE replaces config/broker.toml.
+# A port found free can be taken before the broker binds it (the kernel hands the same
+# range to outgoing connections): a broker that stops on that starts again on other ports.
 start_broker() {
-    read -r PORT ADMIN_PORT < <(free_ports 2)
-    BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
-    BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
-    RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \
-        --listen "$BOOTSTRAP" --admin-listen "$ADMIN" "$@" >"$BROKER_LOG" 2>&1 &
-    BROKER_PID=$!
-    trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
-    for _ in $(seq 1 200); do
-        "$PURGATORY" ctl --admin "$ADMIN" state --json >/dev/null 2>&1 && return 0
-        sleep 0.05
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        read -r PORT ADMIN_PORT < <(free_ports 2)
+        BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
+        BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
+        RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \
+            --listen "$BOOTSTRAP" --admin-listen "$ADMIN" "$@" >"$BROKER_LOG" 2>&1 &
+        BROKER_PID=$!
+        trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
+        for _ in $(seq 1 200); do
+            "$PURGATORY" ctl --admin "$ADMIN" state --json >/dev/null 2>&1 && return 0
+            if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+                grep -q "Address already in use" "$BROKER_LOG" && continue 2
+                fail "broker stopped"
+            fi
+            sleep 0.05
+        done
+        fail "broker did not start"
     done
-    fail "broker did not start"
+    fail "broker did not start: its ports were taken $attempt times"
 }
 
 ctl() { "$PURGATORY" ctl --admin "$ADMIN" "$@"; }

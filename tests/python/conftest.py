@@ -32,6 +32,16 @@ def free_ports(n):
 
 class Broker:
     def __init__(self, extra_args=()):
+        # A port found free can be taken before the broker binds it (the kernel hands the
+        # same range to outgoing connections): a broker that stops on that starts again on
+        # other ports.
+        for _ in range(5):
+            if self._start(extra_args):
+                return
+        raise RuntimeError("broker did not start: its ports were taken 5 times")
+
+    def _start(self, extra_args):
+        """Starts the broker on free ports: True once it answers, False if a port was taken."""
         self.port, self.admin_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.admin = f"http://127.0.0.1:{self.admin_port}"
@@ -48,8 +58,14 @@ class Broker:
         while time.time() < deadline:
             try:
                 self.state()
-                return
+                return True
             except OSError:
+                if self.proc.poll() is not None:
+                    self.log.close()
+                    with open(self.log.name) as f:
+                        if "Address already in use" in f.read():
+                            return False
+                    raise RuntimeError("broker stopped; see " + self.log.name)
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("broker did not start; see " + self.log.name)
