@@ -1,0 +1,200 @@
+package dev.purgatory.it;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The real {@code purgatory} binary on free loopback ports, one per test class (as
+ * tests/python/conftest.py does): its Kafka listener, its admin API, and its two embedded
+ * followers (replica ids 2 and 3) replicating over the wire. Its output goes to
+ * {@code <repo>/target/java-broker-PORT.log}.
+ */
+public final class PurgatoryBroker implements AutoCloseable {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final HttpClient HTTP = HttpClient.newBuilder()
+            .connectTimeout(Duration.ofSeconds(5))
+            .build();
+
+    private final Process process;
+    private final int port;
+    private final int adminPort;
+    private final Path log;
+
+    private PurgatoryBroker(Process process, int port, int adminPort, Path log) {
+        this.process = process;
+        this.port = port;
+        this.adminPort = adminPort;
+        this.log = log;
+    }
+
+    /** The repository root (the pom passes it; from tests/java it is two levels up). */
+    public static Path repoRoot() {
+        String root = System.getProperty("purgatory.root");
+        Path path = root != null ? Path.of(root) : Path.of(System.getProperty("user.dir"), "..", "..");
+        return path.toAbsolutePath().normalize();
+    }
+
+    /**
+     * The broker binary: $PURGATORY_BIN, else target/release/purgatory. Another process may
+     * still be building it, so this waits for it to appear rather than building it.
+     */
+    static Path binary() throws InterruptedException {
+        String env = System.getenv("PURGATORY_BIN");
+        Path bin = env != null && !env.isEmpty()
+                ? Path.of(env).toAbsolutePath()
+                : repoRoot().resolve("target/release/purgatory");
+        long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(20);
+        boolean told = false;
+        while (!Files.isExecutable(bin)) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the broker binary " + bin + " did not appear within 20 minutes"
+                        + " (build it with `cargo build --release`, or set PURGATORY_BIN)");
+            }
+            if (!told) {
+                System.err.println("waiting for " + bin + " to be built...");
+                told = true;
+            }
+            Thread.sleep(2000);
+        }
+        return bin;
+    }
+
+    /** Starts a broker; a port taken between finding it free and the broker binding it means a retry on others. */
+    public static PurgatoryBroker start() throws IOException, InterruptedException {
+        Path bin = binary();
+        for (int attempt = 1; attempt <= 5; attempt++) {
+            PurgatoryBroker broker = tryStart(bin);
+            if (broker != null) {
+                return broker;
+            }
+        }
+        throw new IllegalStateException("broker did not start: its ports were taken 5 times");
+    }
+
+    private static PurgatoryBroker tryStart(Path bin) throws IOException, InterruptedException {
+        int[] ports = freePorts(2);
+        int port = ports[0];
+        int adminPort = ports[1];
+        Path root = repoRoot();
+        Path log = root.resolve("target/java-broker-" + port + ".log");
+        Files.createDirectories(log.getParent());
+        List<String> command = new ArrayList<>(List.of(
+                bin.toString(), "serve",
+                "--config", root.resolve("config/broker.toml").toString(),
+                "--listen", "127.0.0.1:" + port,
+                "--admin-listen", "127.0.0.1:" + adminPort));
+        Process process = new ProcessBuilder(command)
+                .directory(root.toFile())
+                .redirectErrorStream(true)
+                .redirectOutput(log.toFile())
+                .start();
+        PurgatoryBroker broker = new PurgatoryBroker(process, port, adminPort, log);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() < deadline) {
+            try {
+                broker.state();
+                return broker;
+            } catch (IOException notYet) {
+                if (!process.isAlive()) {
+                    String output = Files.readString(log, StandardCharsets.UTF_8);
+                    if (output.contains("Address already in use")) {
+                        return null;
+                    }
+                    throw new IllegalStateException("broker exited with " + process.exitValue() + "; see " + log
+                            + ":\n" + output);
+                }
+                Thread.sleep(50);
+            }
+        }
+        broker.close();
+        throw new IllegalStateException("broker did not answer /api/state within 30 s; see " + log);
+    }
+
+    /** Distinct free ports: every socket is held until all are bound, so none comes back twice. */
+    private static int[] freePorts(int n) throws IOException {
+        List<ServerSocket> sockets = new ArrayList<>();
+        try {
+            int[] ports = new int[n];
+            for (int i = 0; i < n; i++) {
+                ServerSocket socket = new ServerSocket();
+                sockets.add(socket);
+                socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+                ports[i] = socket.getLocalPort();
+            }
+            return ports;
+        } finally {
+            for (ServerSocket socket : sockets) {
+                socket.close();
+            }
+        }
+    }
+
+    public String bootstrap() {
+        return "127.0.0.1:" + port;
+    }
+
+    public Path log() {
+        return log;
+    }
+
+    /** GET /api/state: partitions (hw, leo, isr), groups, purgatories. */
+    public JsonNode state() throws IOException, InterruptedException {
+        return call(HttpRequest.newBuilder(admin("/api/state")).GET());
+    }
+
+    /** POST /api/followers/{id}/{action}: pause, resume, crash, restart. */
+    public JsonNode follower(int replicaId, String action) throws IOException, InterruptedException {
+        return call(HttpRequest.newBuilder(admin("/api/followers/" + replicaId + "/" + action))
+                .POST(HttpRequest.BodyPublishers.noBody()));
+    }
+
+    /** The partition's entry in /api/state, or null if the broker has no such partition. */
+    public JsonNode partition(String topic, int partition) throws IOException, InterruptedException {
+        for (JsonNode p : state().path("partitions")) {
+            if (p.path("topic").asText().equals(topic) && p.path("partition").asInt() == partition) {
+                return p;
+            }
+        }
+        return null;
+    }
+
+    private URI admin(String path) {
+        return URI.create("http://127.0.0.1:" + adminPort + path);
+    }
+
+    private static JsonNode call(HttpRequest.Builder request) throws IOException, InterruptedException {
+        HttpResponse<String> response = HTTP.send(request.timeout(Duration.ofSeconds(5)).build(),
+                HttpResponse.BodyHandlers.ofString());
+        if (response.statusCode() != 200) {
+            throw new IOException(request.build().uri() + " answered " + response.statusCode() + ": "
+                    + response.body());
+        }
+        return JSON.readTree(response.body());
+    }
+
+    /** SIGTERM, then SIGKILL if it has not stopped within 10 s. */
+    @Override
+    public void close() throws InterruptedException {
+        process.destroy();
+        if (!process.waitFor(10, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            process.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+}
