@@ -1,0 +1,978 @@
+//! The classic group protocol, request by request: FindCoordinator, JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and
+//! DeleteGroups, each on its error paths as well as its happy one.
+//!
+//! Every group is named (by [`Ctx::group`]) so that node 1 coordinates it on Kafka too.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use bytes::{BufMut, Bytes, BytesMut};
+use followersim::wire::KafkaConnection;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::{scenario, Ctx, Scenario};
+use crate::observe::{error_name, Observation};
+use crate::target::{name, topic_name, Target, LEADER};
+
+pub const JOIN_VERSION: i16 = 9;
+pub const SYNC_VERSION: i16 = 5;
+pub const HEARTBEAT_VERSION: i16 = 4;
+pub const LEAVE_VERSION: i16 = 5;
+pub const COMMIT_VERSION: i16 = 8;
+pub const OFFSET_FETCH_VERSION: i16 = 8;
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        scenario!(
+            "find_coordinator/group, transaction and bad keys",
+            true,
+            find_coordinator
+        ),
+        scenario!("join_group/a new member", true, join_new_member),
+        scenario!("join_group/errors", true, join_errors),
+        scenario!(
+            "join_group/another protocol type",
+            true,
+            join_other_protocol_type
+        ),
+        scenario!("sync_group/assignment and errors", true, sync_group),
+        scenario!("heartbeat/errors and a rebalance", true, heartbeat),
+        scenario!("leave_group/known and unknown members", true, leave_group),
+        scenario!(
+            "offset_commit/simple, generation and member checks",
+            true,
+            offset_commit
+        ),
+        scenario!(
+            "offset_fetch/unknown group, all topics, require_stable",
+            true,
+            offset_fetch
+        ),
+        scenario!(
+            "describe_groups/stable, empty, unknown",
+            true,
+            describe_groups
+        ),
+        scenario!(
+            "list_groups/with and without a state filter",
+            true,
+            list_groups
+        ),
+        scenario!(
+            "delete_groups/non-empty, empty, unknown",
+            true,
+            delete_groups
+        ),
+    ]
+}
+
+fn gid(g: &str) -> GroupId {
+    GroupId(name(g))
+}
+
+/// A consumer protocol subscription (v0) to `topics`, as a Java consumer writes it.
+pub fn subscription(topics: &[&str]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(topics.len() as i32);
+    for t in topics {
+        b.put_i16(t.len() as i16);
+        b.put_slice(t.as_bytes());
+    }
+    b.put_i32(-1);
+    b.freeze()
+}
+
+/// A consumer protocol assignment (v0) of `partitions` of `topic`.
+pub fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(1);
+    b.put_i16(topic.len() as i16);
+    b.put_slice(topic.as_bytes());
+    b.put_i32(partitions.len() as i32);
+    for p in partitions {
+        b.put_i32(*p);
+    }
+    b.put_i32(-1);
+    b.freeze()
+}
+
+pub fn join_request(
+    group: &str,
+    member_id: &str,
+    protocol_type: &str,
+    session_timeout_ms: i32,
+    topic: &str,
+) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(gid(group))
+        .with_session_timeout_ms(session_timeout_ms)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(name(member_id))
+        .with_protocol_type(name(protocol_type))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(name("range"))
+            .with_metadata(subscription(&[topic]))])
+}
+
+/// A member of a group, joined through the two-step JoinGroup (MEMBER_ID_REQUIRED first).
+pub struct Member {
+    pub id: String,
+    pub generation: i32,
+    pub leader: bool,
+}
+
+/// Joins `group` as a new member (and, if it is alone, syncs it to Stable with every
+/// partition of `topic` assigned to it).
+pub async fn join_alone(t: &mut Target, group: &str, topic: &str) -> Result<Member> {
+    let first = t
+        .send(
+            LEADER,
+            &join_request(group, "", "consumer", 10_000, topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    if first.error_code != ResponseError::MemberIdRequired.code() {
+        bail!("first JoinGroup answered {}", error_name(first.error_code));
+    }
+    let id = first.member_id.to_string();
+    let joined = t
+        .send(
+            LEADER,
+            &join_request(group, &id, "consumer", 10_000, topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    if joined.error_code != 0 {
+        bail!(
+            "JoinGroup with the member id answered {}",
+            error_name(joined.error_code)
+        );
+    }
+    let member = Member {
+        id,
+        generation: joined.generation_id,
+        leader: joined.leader == joined.member_id,
+    };
+    let synced = t
+        .send(
+            LEADER,
+            &sync_request(group, &member, Some(topic)),
+            SYNC_VERSION,
+        )
+        .await?;
+    if synced.error_code != 0 {
+        bail!("SyncGroup answered {}", error_name(synced.error_code));
+    }
+    Ok(member)
+}
+
+pub fn sync_request(group: &str, m: &Member, assign: Option<&str>) -> SyncGroupRequest {
+    let assignments = match assign {
+        Some(topic) if m.leader => vec![SyncGroupRequestAssignment::default()
+            .with_member_id(name(&m.id))
+            .with_assignment(assignment(topic, &[0]))],
+        _ => Vec::new(),
+    };
+    SyncGroupRequest::default()
+        .with_group_id(gid(group))
+        .with_generation_id(m.generation)
+        .with_member_id(name(&m.id))
+        .with_protocol_type(Some(name("consumer")))
+        .with_protocol_name(Some(name("range")))
+        .with_assignments(assignments)
+}
+
+fn heartbeat_request(group: &str, member_id: &str, generation: i32) -> HeartbeatRequest {
+    HeartbeatRequest::default()
+        .with_group_id(gid(group))
+        .with_generation_id(generation)
+        .with_member_id(name(member_id))
+}
+
+async fn heartbeat_code(
+    t: &mut Target,
+    group: &str,
+    member_id: &str,
+    generation: i32,
+) -> Result<i16> {
+    Ok(t.send(
+        LEADER,
+        &heartbeat_request(group, member_id, generation),
+        HEARTBEAT_VERSION,
+    )
+    .await?
+    .error_code)
+}
+
+pub fn leave_request(group: &str, member_ids: &[&str]) -> LeaveGroupRequest {
+    LeaveGroupRequest::default()
+        .with_group_id(gid(group))
+        .with_members(
+            member_ids
+                .iter()
+                .map(|id| MemberIdentity::default().with_member_id(name(id)))
+                .collect(),
+        )
+}
+
+pub fn commit_request(
+    group: &str,
+    member_id: &str,
+    generation: i32,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    metadata: &str,
+) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(gid(group))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(name(member_id))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(name(metadata)))])])
+}
+
+/// The error of a one-partition OffsetCommit.
+pub async fn commit_code(t: &mut Target, req: &OffsetCommitRequest) -> Result<i16> {
+    let resp = t.send(LEADER, req, COMMIT_VERSION).await?;
+    Ok(resp
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(-1, |p| p.error_code))
+}
+
+pub fn offset_fetch_request(
+    group: &str,
+    topic: Option<(&str, &[i32])>,
+    require_stable: bool,
+) -> OffsetFetchRequest {
+    OffsetFetchRequest::default()
+        .with_require_stable(require_stable)
+        .with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(gid(group))
+            .with_topics(topic.map(|(t, parts)| {
+                vec![OffsetFetchRequestTopics::default()
+                    .with_name(topic_name(t))
+                    .with_partition_indexes(parts.to_vec())]
+            }))])
+}
+
+/// An OffsetFetch answer as `group error; topic-partition=offset(metadata) error ...`,
+/// topics named by their place in `topics` (they carry the run id).
+pub fn see_offsets(resp: &OffsetFetchResponse, topics: &[&str]) -> String {
+    let mut parts = Vec::new();
+    for g in &resp.groups {
+        parts.push(format!("group {}", error_name(g.error_code)));
+        for t in &g.topics {
+            let label = topics
+                .iter()
+                .position(|x| *x == t.name.0.as_str())
+                .map_or_else(|| "other".to_owned(), |i| format!("t{i}"));
+            for p in &t.partitions {
+                parts.push(format!(
+                    "{label}-{}={}({}) {}",
+                    p.partition_index,
+                    p.committed_offset,
+                    p.metadata.as_deref().unwrap_or("null"),
+                    error_name(p.error_code)
+                ));
+            }
+        }
+    }
+    parts.join("; ")
+}
+
+async fn find_coordinator(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let ask = |key_type: i8, key: &str| {
+        FindCoordinatorRequest::default()
+            .with_key_type(key_type)
+            .with_coordinator_keys(vec![name(key)])
+    };
+    for (label, key_type, key) in [
+        ("group", 0, group.as_str()),
+        ("empty_group_id", 0, ""),
+        ("bad_key_type", 7, group.as_str()),
+    ] {
+        let resp = t.leader(&ask(key_type, key), 4).await?;
+        let first = resp.coordinators.first();
+        o.error(format!("{label}.error"), first.map_or(-1, |c| c.error_code));
+        // Kafka spreads groups over its brokers; ours coordinates all of them, so only the
+        // group named to be on node 1 has the same node on both.
+        if label == "group" {
+            o.set(format!("{label}.node"), first.map_or(-9, |c| c.node_id.0));
+        }
+    }
+    // Version 3 and below carry one key and answer at the top level.
+    let resp = t
+        .leader(
+            &FindCoordinatorRequest::default()
+                .with_key(name(&group))
+                .with_key_type(0),
+            3,
+        )
+        .await?;
+    o.error("v3.error", resp.error_code);
+    o.set("v3.node", resp.node_id.0);
+    Ok(o)
+}
+
+async fn join_new_member(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    let first = t
+        .send(
+            LEADER,
+            &join_request(&group, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    o.error("first.error", first.error_code);
+    o.set("first.member_id_given", !first.member_id.is_empty());
+    o.set("first.generation", first.generation_id);
+    let id = first.member_id.to_string();
+    let joined = t
+        .send(
+            LEADER,
+            &join_request(&group, &id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    see_join(&mut o, "second.", &joined, &id);
+    // A member of an older client, JoinGroup v3, gets its id and joins in one step.
+    let old_group = c.group("v3");
+    let v3 = t
+        .send(
+            LEADER,
+            &join_request(&old_group, "", "consumer", 10_000, &topic),
+            3,
+        )
+        .await?;
+    let v3_id = v3.member_id.to_string();
+    see_join(&mut o, "v3.", &v3, &v3_id);
+    t.send(LEADER, &leave_request(&group, &[&id]), LEAVE_VERSION)
+        .await?;
+    t.send(LEADER, &leave_request(&old_group, &[&v3_id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+fn see_join(o: &mut Observation, prefix: &str, r: &JoinGroupResponse, me: &str) {
+    o.error(format!("{prefix}error"), r.error_code);
+    o.set(format!("{prefix}generation"), r.generation_id);
+    o.set(
+        format!("{prefix}protocol_type"),
+        r.protocol_type.as_deref().unwrap_or("null"),
+    );
+    o.set(
+        format!("{prefix}protocol_name"),
+        r.protocol_name.as_deref().unwrap_or("null"),
+    );
+    o.set(
+        format!("{prefix}leader_is_me"),
+        !me.is_empty() && r.leader.as_str() == me,
+    );
+    o.set(format!("{prefix}members"), r.members.len());
+    o.set(
+        format!("{prefix}member_id_is_mine"),
+        r.member_id.as_str() == me,
+    );
+}
+
+async fn join_errors(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    let cases = [
+        (
+            "session_timeout_too_small",
+            join_request(&group, "", "consumer", 1_000, &topic),
+        ),
+        (
+            "session_timeout_too_large",
+            join_request(&group, "", "consumer", 2_000_000, &topic),
+        ),
+        (
+            "empty_group_id",
+            join_request("", "", "consumer", 10_000, &topic),
+        ),
+        (
+            "unknown_member_of_a_new_group",
+            join_request(&group, "ghost", "consumer", 10_000, &topic),
+        ),
+        (
+            "no_protocols",
+            join_request(&group, "", "consumer", 10_000, &topic).with_protocols(Vec::new()),
+        ),
+        (
+            "empty_protocol_type",
+            join_request(&c.group("empty-type"), "", "", 10_000, &topic),
+        ),
+    ];
+    for (label, req) in cases {
+        let resp = t.send(LEADER, &req, JOIN_VERSION).await?;
+        o.error(label, resp.error_code);
+    }
+    Ok(o)
+}
+
+async fn join_other_protocol_type(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    let m = join_alone(t, &group, &topic).await?;
+    let resp = t
+        .send(
+            LEADER,
+            &join_request(&group, "", "connect", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    o.error("connect_member.error", resp.error_code);
+    // A consumer member with no protocol in common: "roundrobin" only, where the group has "range".
+    let mut other = join_request(&group, "", "consumer", 10_000, &topic);
+    other.protocols[0].name = name("roundrobin");
+    let resp = t.send(LEADER, &other, JOIN_VERSION).await?;
+    o.error("no_common_protocol.error", resp.error_code);
+    o.error(
+        "member_still_there.heartbeat",
+        heartbeat_code(t, &group, &m.id, m.generation).await?,
+    );
+    t.send(LEADER, &leave_request(&group, &[&m.id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+async fn sync_group(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    let first = t
+        .send(
+            LEADER,
+            &join_request(&group, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let id = first.member_id.to_string();
+    let joined = t
+        .send(
+            LEADER,
+            &join_request(&group, &id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let m = Member {
+        id: id.clone(),
+        generation: joined.generation_id,
+        leader: joined.leader == joined.member_id,
+    };
+    let wrong_generation = Member {
+        id: id.clone(),
+        generation: m.generation + 5,
+        leader: m.leader,
+    };
+    let resp = t
+        .send(
+            LEADER,
+            &sync_request(&group, &wrong_generation, Some(&topic)),
+            SYNC_VERSION,
+        )
+        .await?;
+    o.error("wrong_generation", resp.error_code);
+    let stranger = Member {
+        id: "ghost".to_owned(),
+        generation: m.generation,
+        leader: false,
+    };
+    let resp = t
+        .send(LEADER, &sync_request(&group, &stranger, None), SYNC_VERSION)
+        .await?;
+    o.error("unknown_member", resp.error_code);
+    let resp = t
+        .send(
+            LEADER,
+            &sync_request(&c.group("nobody"), &stranger, None),
+            SYNC_VERSION,
+        )
+        .await?;
+    o.error("unknown_group", resp.error_code);
+    let mut wrong_protocol = sync_request(&group, &m, Some(&topic));
+    wrong_protocol.protocol_name = Some(name("roundrobin"));
+    let resp = t.send(LEADER, &wrong_protocol, SYNC_VERSION).await?;
+    o.error("wrong_protocol_name", resp.error_code);
+    let resp = t
+        .send(
+            LEADER,
+            &sync_request(&group, &m, Some(&topic)),
+            SYNC_VERSION,
+        )
+        .await?;
+    o.error("leader.error", resp.error_code);
+    o.set(
+        "leader.assignment_is_what_it_sent",
+        resp.assignment == assignment(&topic, &[0]),
+    );
+    o.set(
+        "leader.protocol_name",
+        resp.protocol_name.as_deref().unwrap_or("null"),
+    );
+    // Sync again in the same generation: the same assignment again.
+    let resp = t
+        .send(
+            LEADER,
+            &sync_request(&group, &m, Some(&topic)),
+            SYNC_VERSION,
+        )
+        .await?;
+    o.error("again.error", resp.error_code);
+    o.set(
+        "again.assignment_is_what_it_sent",
+        resp.assignment == assignment(&topic, &[0]),
+    );
+    t.send(LEADER, &leave_request(&group, &[&id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+async fn heartbeat(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    o.error(
+        "unknown_group",
+        heartbeat_code(t, &c.group("nobody"), "ghost", 1).await?,
+    );
+    // Between JoinGroup and SyncGroup (CompletingRebalance).
+    let first = t
+        .send(
+            LEADER,
+            &join_request(&group, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let id = first.member_id.to_string();
+    let joined = t
+        .send(
+            LEADER,
+            &join_request(&group, &id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let a = Member {
+        id: id.clone(),
+        generation: joined.generation_id,
+        leader: joined.leader == joined.member_id,
+    };
+    o.error(
+        "before_sync",
+        heartbeat_code(t, &group, &a.id, a.generation).await?,
+    );
+    t.send(
+        LEADER,
+        &sync_request(&group, &a, Some(&topic)),
+        SYNC_VERSION,
+    )
+    .await?;
+    o.error(
+        "stable",
+        heartbeat_code(t, &group, &a.id, a.generation).await?,
+    );
+    o.error(
+        "wrong_generation",
+        heartbeat_code(t, &group, &a.id, a.generation + 1).await?,
+    );
+    o.error(
+        "unknown_member",
+        heartbeat_code(t, &group, "ghost", a.generation).await?,
+    );
+
+    // A second member arrives: its JoinGroup waits for the first to rejoin, and the first
+    // learns of the rebalance from its heartbeat.
+    let b_first = t
+        .send(
+            LEADER,
+            &join_request(&group, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let b_id = b_first.member_id.to_string();
+    let mut b_conn: KafkaConnection = t.open(LEADER).await?;
+    b_conn
+        .write_request(
+            &join_request(&group, &b_id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let during = loop {
+        let code = heartbeat_code(t, &group, &a.id, a.generation).await?;
+        if code != 0 || Instant::now() > deadline {
+            break code;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    o.error("during_rebalance", during);
+    let a_rejoin = t
+        .send(
+            LEADER,
+            &join_request(&group, &a.id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let (_, b_join) = b_conn
+        .read_response::<JoinGroupRequest>(JOIN_VERSION)
+        .await?;
+    o.error("rejoin.error", a_rejoin.error_code);
+    o.set("rejoin.generation", a_rejoin.generation_id);
+    o.set(
+        "rejoin.leader_is_first_member",
+        a_rejoin.leader.as_str() == a.id,
+    );
+    o.set("rejoin.members_seen_by_leader", a_rejoin.members.len());
+    o.error("second_member.error", b_join.error_code);
+    o.set("second_member.members_seen", b_join.members.len());
+    o.error(
+        "old_generation_after_rebalance",
+        heartbeat_code(t, &group, &a.id, a.generation).await?,
+    );
+    t.send(
+        LEADER,
+        &leave_request(&group, &[&a.id, &b_id]),
+        LEAVE_VERSION,
+    )
+    .await?;
+    Ok(o)
+}
+
+async fn leave_group(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let group = c.group("g");
+    let topic = c.topic("t");
+    let m = join_alone(t, &group, &topic).await?;
+    let see = |r: &kafka_protocol::messages::LeaveGroupResponse| {
+        let members: Vec<String> = r.members.iter().map(|m| error_name(m.error_code)).collect();
+        format!("{} [{}]", error_name(r.error_code), members.join(","))
+    };
+    let resp = t
+        .send(LEADER, &leave_request(&group, &["ghost"]), LEAVE_VERSION)
+        .await?;
+    o.set("unknown_member", see(&resp));
+    let resp = t
+        .send(
+            LEADER,
+            &leave_request(&group, &[&m.id, "ghost"]),
+            LEAVE_VERSION,
+        )
+        .await?;
+    o.set("known_and_unknown", see(&resp));
+    let resp = t
+        .send(
+            LEADER,
+            &leave_request(&c.group("nobody"), &["ghost"]),
+            LEAVE_VERSION,
+        )
+        .await?;
+    o.set("unknown_group", see(&resp));
+    o.error(
+        "heartbeat_after_leaving",
+        heartbeat_code(t, &group, &m.id, m.generation).await?,
+    );
+    Ok(o)
+}
+
+async fn offset_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let topic = c.topic("t");
+    t.create_topic(&topic, 2, &[]).await?;
+    // A simple commit: no generation, no member (as an assign()-ing consumer commits).
+    let simple = c.group("simple");
+    o.error(
+        "simple",
+        commit_code(t, &commit_request(&simple, "", -1, &topic, 0, 5, "meta")).await?,
+    );
+    o.error(
+        "simple_unknown_topic",
+        commit_code(
+            t,
+            &commit_request(&simple, "", -1, &c.topic("never-created"), 0, 5, ""),
+        )
+        .await?,
+    );
+    o.error(
+        "simple_unknown_partition",
+        commit_code(t, &commit_request(&simple, "", -1, &topic, 9, 5, "")).await?,
+    );
+    o.error(
+        "metadata_too_large",
+        commit_code(
+            t,
+            &commit_request(&simple, "", -1, &topic, 1, 5, &"m".repeat(5000)),
+        )
+        .await?,
+    );
+    o.error(
+        "negative_offset",
+        commit_code(t, &commit_request(&simple, "", -1, &topic, 1, -7, "")).await?,
+    );
+    let fetched = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&simple, Some((&topic, &[0, 1])), false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("simple.fetched", see_offsets(&fetched, &[&topic]));
+    // A group with a member.
+    let group = c.group("g");
+    let m = join_alone(t, &group, &topic).await?;
+    o.error(
+        "member",
+        commit_code(
+            t,
+            &commit_request(&group, &m.id, m.generation, &topic, 0, 3, ""),
+        )
+        .await?,
+    );
+    o.error(
+        "member_wrong_generation",
+        commit_code(
+            t,
+            &commit_request(&group, &m.id, m.generation + 1, &topic, 0, 3, ""),
+        )
+        .await?,
+    );
+    o.error(
+        "unknown_member",
+        commit_code(
+            t,
+            &commit_request(&group, "ghost", m.generation, &topic, 0, 3, ""),
+        )
+        .await?,
+    );
+    o.error(
+        "no_generation_into_active_group",
+        commit_code(t, &commit_request(&group, "", -1, &topic, 0, 3, "")).await?,
+    );
+    t.send(LEADER, &leave_request(&group, &[&m.id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+async fn offset_fetch(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let topic = c.topic("t");
+    t.create_topic(&topic, 2, &[]).await?;
+    let nobody = c.group("nobody");
+    let resp = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&nobody, Some((&topic, &[0])), false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("unknown_group", see_offsets(&resp, &[&topic]));
+    let resp = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&nobody, None, false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("unknown_group_all_topics", see_offsets(&resp, &[&topic]));
+    let group = c.group("g");
+    commit_code(t, &commit_request(&group, "", -1, &topic, 1, 42, "m42")).await?;
+    let resp = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&group, None, false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("all_topics", see_offsets(&resp, &[&topic]));
+    let resp = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&group, Some((&topic, &[0, 1, 7])), true),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("require_stable", see_offsets(&resp, &[&topic]));
+    let resp = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&group, Some((&c.topic("never-created"), &[0])), false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set(
+        "unknown_topic",
+        see_offsets(&resp, &[&c.topic("never-created")]),
+    );
+    // Version 7 and below name one group at the top level.
+    let v7 = OffsetFetchRequest::default()
+        .with_group_id(gid(&group))
+        .with_topics(Some(vec![
+            kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(topic_name(&topic))
+                .with_partition_indexes(vec![1]),
+        ]));
+    let resp = t.send(LEADER, &v7, 7).await?;
+    let p = resp.topics.first().and_then(|t| t.partitions.first());
+    o.error("v7.error", resp.error_code);
+    o.set("v7.offset", p.map_or(-9, |p| p.committed_offset));
+    Ok(o)
+}
+
+fn describe_request(groups: &[&str]) -> DescribeGroupsRequest {
+    DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| gid(g)).collect())
+}
+
+async fn describe_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let topic = c.topic("t");
+    let stable = c.group("stable");
+    let m = join_alone(t, &stable, &topic).await?;
+    let empty = c.group("empty");
+    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    let nobody = c.group("nobody");
+    let resp = t
+        .leader(&describe_request(&[&stable, &empty, &nobody]), 5)
+        .await?;
+    // Kafka answers in its own order (by coordinator shard): match the answers by group id.
+    for (label, id) in [("stable", &stable), ("empty", &empty), ("unknown", &nobody)] {
+        let Some(g) = resp
+            .groups
+            .iter()
+            .find(|g| g.group_id.0.as_str() == id.as_str())
+        else {
+            o.set(format!("{label}.answered"), false);
+            continue;
+        };
+        o.error(format!("{label}.error"), g.error_code);
+        o.set(format!("{label}.state"), g.group_state.as_str());
+        o.set(format!("{label}.protocol_type"), g.protocol_type.as_str());
+        o.set(format!("{label}.protocol"), g.protocol_data.as_str());
+        o.set(format!("{label}.members"), g.members.len());
+        if let Some(member) = g.members.first() {
+            o.set(
+                format!("{label}.member_is_the_joined_one"),
+                member.member_id.as_str() == m.id,
+            );
+            o.set(
+                format!("{label}.member_client_id"),
+                member.client_id.as_str(),
+            );
+            o.set(
+                format!("{label}.member_assignment_is_the_synced_one"),
+                member.member_assignment == assignment(&topic, &[0]),
+            );
+        }
+    }
+    o.set("answers", resp.groups.len());
+    t.send(LEADER, &leave_request(&stable, &[&m.id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+async fn list_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let topic = c.topic("t");
+    let stable = c.group("stable");
+    let m = join_alone(t, &stable, &topic).await?;
+    let empty = c.group("empty");
+    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    for (label, states) in [
+        ("all", vec![]),
+        ("stable_only", vec!["Stable"]),
+        ("empty_only", vec!["Empty"]),
+    ] {
+        let req = ListGroupsRequest::default()
+            .with_states_filter(states.iter().map(|s| name(s)).collect::<Vec<StrBytes>>());
+        let resp = t.leader(&req, 4).await?;
+        o.error(format!("{label}.error"), resp.error_code);
+        for (which, g) in [("stable", &stable), ("empty", &empty)] {
+            let found = resp
+                .groups
+                .iter()
+                .find(|x| x.group_id.0.as_str() == g.as_str());
+            o.set(
+                format!("{label}.{which}"),
+                found.map_or("absent".to_owned(), |x| {
+                    format!("{} {}", x.group_state.as_str(), x.protocol_type.as_str())
+                }),
+            );
+        }
+    }
+    t.send(LEADER, &leave_request(&stable, &[&m.id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
+
+async fn delete_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let mut o = Observation::new();
+    let topic = c.topic("t");
+    t.create_topic(&topic, 1, &[]).await?;
+    let active = c.group("active");
+    let m = join_alone(t, &active, &topic).await?;
+    let empty = c.group("empty");
+    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    let nobody = c.group("nobody");
+    let req = DeleteGroupsRequest::default().with_groups_names(vec![
+        gid(&active),
+        gid(&empty),
+        gid(&nobody),
+    ]);
+    let resp = t.leader(&req, 2).await?;
+    for (label, g) in [("active", &active), ("empty", &empty), ("unknown", &nobody)] {
+        let r = resp
+            .results
+            .iter()
+            .find(|r| r.group_id.0.as_str() == g.as_str());
+        o.error(label, r.map_or(-1, |r| r.error_code));
+    }
+    let fetched = t
+        .send(
+            LEADER,
+            &offset_fetch_request(&empty, Some((&topic, &[0])), false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+    o.set("deleted_group_offsets", see_offsets(&fetched, &[&topic]));
+    let resp = t.leader(&describe_request(&[&empty]), 5).await?;
+    o.set(
+        "deleted_group_state",
+        resp.groups.first().map_or("-".to_owned(), |g| {
+            format!("{} {}", error_name(g.error_code), g.group_state.as_str())
+        }),
+    );
+    t.send(LEADER, &leave_request(&active, &[&m.id]), LEAVE_VERSION)
+        .await?;
+    Ok(o)
+}
