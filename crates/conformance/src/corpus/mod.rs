@@ -122,6 +122,24 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// Another group id for this scenario, in the same `__consumer_offsets` partition as
+    /// `beside` (so their writes queue behind each other on both brokers: ours has 50
+    /// partitions too).
+    pub fn group_beside(&self, beside: &str, what: &str) -> String {
+        let n = if self.offsets_leaders.is_empty() {
+            50
+        } else {
+            self.offsets_leaders.len()
+        };
+        let target = offsets_partition(beside, n);
+        (0..)
+            .map(|i| format!("{}-{what}-{i}", self.prefix))
+            .find(|g| offsets_partition(g, n) == target)
+            .expect("some name maps to any partition")
+    }
+}
+
 /// The `__consumer_offsets` partition of a group: `abs(groupId.hashCode()) % partitions`,
 /// with Java's `String.hashCode` (over UTF-16 code units) and Kafka's `Utils.abs`.
 pub fn offsets_partition(group: &str, partitions: usize) -> usize {

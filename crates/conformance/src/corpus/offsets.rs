@@ -27,6 +27,16 @@ pub fn scenarios() -> Vec<Scenario> {
             true,
             heartbeat_behind_commit
         ),
+        scenario!(
+            "groups/every group API while a commit waits for the followers",
+            true,
+            apis_behind_commit
+        ),
+        scenario!(
+            "groups/a rebalance with the followers stopped",
+            true,
+            rebalance_stopped
+        ),
     ]
 }
 
@@ -186,4 +196,246 @@ async fn heartbeat_stopped(
         timing(asked.elapsed(), 4_000),
     );
     Ok(())
+}
+
+/// What one request behind the pending commit got, and whether it waited.
+async fn read_behind<R: kafka_protocol::protocol::Request>(
+    conn: &mut followersim::wire::KafkaConnection,
+    version: i16,
+    asked: Instant,
+    code: impl Fn(&R::Response) -> String,
+) -> Result<String> {
+    let (_, resp) = conn.read_response::<R>(version).await?;
+    Ok(format!(
+        "{} {}",
+        code(&resp),
+        timing(asked.elapsed(), 4_000)
+    ))
+}
+
+async fn apis_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    use super::groups::{
+        join_request, leave_request, sync_request, JOIN_VERSION, LEAVE_VERSION, SYNC_VERSION,
+    };
+    use kafka_protocol::messages::{
+        DeleteGroupsRequest, DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+        LeaveGroupRequest, ListGroupsRequest, OffsetFetchRequest, SyncGroupRequest,
+    };
+    let topic = c.topic("t");
+    t.create_topic(&topic, 1, &[]).await?;
+    let group = c.group("g");
+    // Groups beside it, in the same __consumer_offsets partition.
+    let joining = c.group_beside(&group, "joining");
+    let leaving = c.group_beside(&group, "leaving");
+    let syncing = c.group_beside(&group, "syncing");
+    let deleted = c.group_beside(&group, "deleted");
+    let member = join_alone(t, &group, &topic).await?;
+    let leaver = join_alone(t, &leaving, &topic).await?;
+    // A member between JoinGroup and SyncGroup.
+    let first = t
+        .send(
+            LEADER,
+            &join_request(&syncing, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let sync_id = first.member_id.to_string();
+    let joined = t
+        .send(
+            LEADER,
+            &join_request(&syncing, &sync_id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+    let syncer = super::groups::Member {
+        id: sync_id,
+        generation: joined.generation_id,
+        leader: true,
+    };
+    commit_code(t, &commit_request(&deleted, "", -1, &topic, 0, 1, "")).await?;
+
+    let mut o = Observation::new();
+    t.stop_followers().await?;
+    let seen = async {
+        let mut committer = t.open(LEADER).await?;
+        committer
+            .write_request(
+                &commit_request(&group, &member.id, member.generation, &topic, 0, 7, ""),
+                COMMIT_VERSION,
+            )
+            .await?;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let mut conns = Vec::new();
+        for _ in 0..9 {
+            conns.push(t.open(LEADER).await?);
+        }
+        let asked = Instant::now();
+        let gid = |g: &str| GroupId(crate::target::name(g));
+        conns[0]
+            .write_request(&heartbeat(&group, &member), HEARTBEAT_VERSION)
+            .await?;
+        conns[1]
+            .write_request(
+                &join_request(&joining, "", "consumer", 10_000, &topic),
+                JOIN_VERSION,
+            )
+            .await?;
+        conns[2]
+            .write_request(&leave_request(&leaving, &[&leaver.id]), LEAVE_VERSION)
+            .await?;
+        conns[3]
+            .write_request(&sync_request(&syncing, &syncer, Some(&topic)), SYNC_VERSION)
+            .await?;
+        conns[4]
+            .write_request(
+                &DescribeGroupsRequest::default().with_groups(vec![gid(&group)]),
+                5,
+            )
+            .await?;
+        conns[5]
+            .write_request(&ListGroupsRequest::default(), 4)
+            .await?;
+        conns[6]
+            .write_request(
+                &offset_fetch_request(&group, Some((&topic, &[0])), false),
+                OFFSET_FETCH_VERSION,
+            )
+            .await?;
+        conns[7]
+            .write_request(
+                &offset_fetch_request(&group, Some((&topic, &[0])), true),
+                OFFSET_FETCH_VERSION,
+            )
+            .await?;
+        conns[8]
+            .write_request(
+                &DeleteGroupsRequest::default().with_groups_names(vec![gid(&deleted)]),
+                2,
+            )
+            .await?;
+        let top = |code: i16| error_name(code);
+        let [c0, c1, c2, c3, c4, c5, c6, c7, c8] = conns.as_mut_slice() else {
+            anyhow::bail!("nine connections were opened");
+        };
+        // Read all nine at once: each answer's time is its own.
+        let answers = tokio::join!(
+            read_behind::<HeartbeatRequest>(c0, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<JoinGroupRequest>(c1, JOIN_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<LeaveGroupRequest>(c2, LEAVE_VERSION, asked, |r| {
+                let members: Vec<String> = r.members.iter().map(|m| top(m.error_code)).collect();
+                format!("{} [{}]", top(r.error_code), members.join(","))
+            }),
+            read_behind::<SyncGroupRequest>(c3, SYNC_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<DescribeGroupsRequest>(c4, 5, asked, |r| {
+                r.groups.first().map_or("-".to_owned(), |g| {
+                    format!("{} {}", top(g.error_code), g.group_state.as_str())
+                })
+            }),
+            read_behind::<ListGroupsRequest>(c5, 4, asked, |r| top(r.error_code)),
+            read_behind::<OffsetFetchRequest>(c6, OFFSET_FETCH_VERSION, asked, |r| {
+                see_offsets(r, &[&topic])
+            }),
+            read_behind::<OffsetFetchRequest>(c7, OFFSET_FETCH_VERSION, asked, |r| {
+                see_offsets(r, &[&topic])
+            }),
+            read_behind::<DeleteGroupsRequest>(c8, 2, asked, |r| {
+                r.results
+                    .first()
+                    .map_or("-".to_owned(), |g| top(g.error_code))
+            }),
+        );
+        o.set("heartbeat", answers.0?);
+        o.set("join_new_member", answers.1?);
+        o.set("leave", answers.2?);
+        o.set("sync", answers.3?);
+        o.set("describe", answers.4?);
+        o.set("list", answers.5?);
+        o.set("offset_fetch", answers.6?);
+        o.set("offset_fetch_require_stable", answers.7?);
+        o.set("delete_empty_group", answers.8?);
+        let (_, resp) = committer
+            .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
+            .await?;
+        o.set("commit", commit_errors(&resp));
+        anyhow::Ok(())
+    }
+    .await;
+    t.resume_followers().await?;
+    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
+    seen?;
+    Ok(o)
+}
+
+async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    use super::groups::{join_request, sync_request, JOIN_VERSION, SYNC_VERSION};
+    let topic = c.topic("t");
+    t.create_topic(&topic, 1, &[]).await?;
+    let group = c.group("g");
+    let member = join_alone(t, &group, &topic).await?;
+    let mut o = Observation::new();
+    t.stop_followers().await?;
+    let seen = async {
+        // Nothing of this group's partition waits yet.
+        let asked = Instant::now();
+        let resp = t
+            .send(LEADER, &heartbeat(&group, &member), HEARTBEAT_VERSION)
+            .await?;
+        o.error("heartbeat_first", resp.error_code);
+        o.set("heartbeat_first_answered", timing(asked.elapsed(), 4_000));
+        // The member rejoins: it is the only one, so the rebalance completes at once.
+        let asked = Instant::now();
+        let join = join_request(&group, &member.id, "consumer", 10_000, &topic);
+        let resp = t.send(LEADER, &join, JOIN_VERSION).await?;
+        o.error("rejoin", resp.error_code);
+        o.set("rejoin_generation", resp.generation_id);
+        o.set("rejoin_answered", timing(asked.elapsed(), 4_000));
+        let rejoined = super::groups::Member {
+            id: member.id.clone(),
+            generation: resp.generation_id,
+            leader: true,
+        };
+        let asked = Instant::now();
+        let resp = t
+            .send(
+                LEADER,
+                &sync_request(&group, &rejoined, Some(&topic)),
+                SYNC_VERSION,
+            )
+            .await?;
+        o.error("sync", resp.error_code);
+        o.set("sync_answered", timing(asked.elapsed(), 4_000));
+        let asked = Instant::now();
+        let resp = t
+            .send(LEADER, &heartbeat(&group, &rejoined), HEARTBEAT_VERSION)
+            .await?;
+        o.error("heartbeat_after_sync", resp.error_code);
+        o.set(
+            "heartbeat_after_sync_answered",
+            timing(asked.elapsed(), 4_000),
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    t.resume_followers().await?;
+    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
+    seen?;
+    // What the failed sync left: the group in which generation, and in which state.
+    for generation in [member.generation, member.generation + 1] {
+        let m = super::groups::Member {
+            id: member.id.clone(),
+            generation,
+            leader: true,
+        };
+        let resp = t
+            .send(LEADER, &heartbeat(&group, &m), HEARTBEAT_VERSION)
+            .await?;
+        o.error(
+            format!(
+                "after_resume.heartbeat_generation_{}",
+                generation - member.generation + 1
+            ),
+            resp.error_code,
+        );
+    }
+    Ok(o)
 }
