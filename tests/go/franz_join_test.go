@@ -52,7 +52,6 @@ func mustJoinGroup(ctx context.Context, t *testing.T, cl *kgo.Client, group, mem
 }
 
 func TestPendingMemberIDSurvivesRebalance(t *testing.T) {
-	t.Skip("broker bug: a pending member id (from MEMBER_ID_REQUIRED) is dropped when another member's join completes the rebalance; its JoinGroup then gets UNKNOWN_MEMBER_ID, where Kafka accepts it")
 	b := startBroker(t)
 	const topic = "join-handshake"
 	const group = "go-join-handshake"

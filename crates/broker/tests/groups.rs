@@ -329,16 +329,25 @@ async fn sync_group_and_offset_commits_wait_for_the_followers_like_an_acks_all_p
         before.topics[0].partitions[0].committed_offset, -1,
         "not replicated yet"
     );
-    let stable = reader.send(&fetch_offset(true), 7).await.unwrap();
-    assert_eq!(
-        stable.topics[0].partitions[0].error_code,
-        ResponseError::UnstableOffsetCommit.code()
-    );
+    // With require_stable, the fetch waits behind the commit (as Kafka 4.4's coordinator
+    // orders a partition's answers): a second wait in the produce purgatory.
+    reader.write_request(&fetch_offset(true), 7).await.unwrap();
+    wait_until("the stable OffsetFetch waits behind the commit", || {
+        tb.rm().produce_purgatory.delayed() == 2
+    })
+    .await;
     let fetched = followers.replicate().await;
     let (_, committed) = conn.read_response::<OffsetCommitRequest>(8).await.unwrap();
     assert_eq!(committed.topics[0].partitions[0].error_code, 0);
-    let after = reader.send(&fetch_offset(true), 7).await.unwrap();
-    assert_eq!(after.topics[0].partitions[0].committed_offset, 42);
+    let (_, stable) = reader.read_response::<OffsetFetchRequest>(7).await.unwrap();
+    assert_eq!(
+        (
+            stable.error_code,
+            stable.topics[0].partitions[0].committed_offset
+        ),
+        (0, 42),
+        "answered once the commit was replicated, and sees it"
+    );
     let mut buf = fetched;
     let record = RecordBatchDecoder::decode_all(&mut buf)
         .unwrap()
@@ -380,8 +389,39 @@ async fn sync_group_and_offset_commits_wait_for_the_followers_like_an_acks_all_p
         failed.topics[0].partitions[0].error_code,
         ResponseError::CoordinatorNotAvailable.code()
     );
-    let after = reader.send(&fetch_offset(true), 7).await.unwrap();
+    let after = reader.send(&fetch_offset(false), 7).await.unwrap();
     assert_eq!(after.topics[0].partitions[0].committed_offset, 42);
+    // The failed commit's records are still in the log, unreplicated: a heartbeat and a
+    // stable OffsetFetch wait behind them, and fail at offsets.commit.timeout.ms — what
+    // Kafka 4.4 answers (COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR).
+    let mut beater = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let beat = HeartbeatRequest::default()
+        .with_group_id(GroupId(text(GROUP)))
+        .with_member_id(me.clone())
+        .with_generation_id(1);
+    beater.write_request(&beat, 3).await.unwrap();
+    reader.write_request(&fetch_offset(true), 7).await.unwrap();
+    wait_until("the heartbeat and the stable fetch wait", || {
+        tb.rm().produce_purgatory.delayed() == 2
+    })
+    .await;
+    tb.rm().timer.advance_by(4_999);
+    assert_eq!(
+        tb.rm().produce_purgatory.delayed(),
+        2,
+        "both still wait at 4999 ms"
+    );
+    tb.rm().timer.advance_by(1);
+    let (_, beaten) = beater.read_response::<HeartbeatRequest>(3).await.unwrap();
+    assert_eq!(
+        beaten.error_code,
+        ResponseError::CoordinatorNotAvailable.code()
+    );
+    let (_, refused) = reader.read_response::<OffsetFetchRequest>(7).await.unwrap();
+    assert_eq!(refused.error_code, ResponseError::NotCoordinator.code());
+    // Once the followers fetch again, a heartbeat is answered at once.
+    followers.replicate().await;
+    assert_eq!(heartbeat(&mut beater, &me, 1).await, 0);
 }
 
 #[tokio::test]
@@ -468,8 +508,8 @@ async fn sync_group_errors_when_the_followers_do_not_replicate_its_assignment() 
     // No follower fetches __consumer_offsets. The assignment is appended and waits; the
     // ISR shrinks to the leader (replica.lag.time.max.ms, checked every half of it), below
     // min.insync.replicas, so the high watermark cannot pass it: at offsets.commit.timeout.ms
-    // the SyncGroup fails with REBALANCE_IN_PROGRESS (Kafka's answer to REQUEST_TIMED_OUT
-    // when storing a group).
+    // the SyncGroup fails with COORDINATOR_NOT_AVAILABLE (Kafka 4.4's answer to a group it
+    // could not store in time), and the group rebalances.
     conn.write_request(&sync(1), 3).await.unwrap();
     wait_until("parked", || tb.rm().produce_purgatory.delayed() == 1).await;
     tb.rm().timer.advance_by(4_999);
@@ -478,7 +518,7 @@ async fn sync_group_errors_when_the_followers_do_not_replicate_its_assignment() 
     let (_, timed_out) = conn.read_response::<SyncGroupRequest>(3).await.unwrap();
     assert_eq!(
         timed_out.error_code,
-        ResponseError::RebalanceInProgress.code()
+        ResponseError::CoordinatorNotAvailable.code()
     );
     assert_eq!(group_state(&tb), Some(("PreparingRebalance", 1, 1)));
     // It rejoins; now the append is refused up front (NOT_ENOUGH_REPLICAS), which

@@ -21,8 +21,7 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
-    MetadataResponse, TopicName,
+    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -92,44 +92,52 @@ impl GroupCoordinator {
         }
     }
 
-    /// DeleteGroups: an Empty group is deleted with its offsets (tombstones are appended to
-    /// `__consumer_offsets`); a group with members is NON_EMPTY_GROUP.
-    pub fn handle_delete_groups(&self, group_ids: &[String]) -> Vec<Option<ResponseError>> {
-        group_ids
-            .iter()
-            .map(|group_id| {
-                let Some(handle) = self.group(group_id) else {
-                    return Some(ResponseError::GroupIdNotFound);
-                };
-                self.locked(&handle, |c, g, fx| match g.state() {
-                    GroupState::Dead => Some(ResponseError::GroupIdNotFound),
-                    GroupState::Empty => {
-                        let now = c.now();
-                        g.transition_to(GroupState::Dead, now);
-                        let removed = g.remove_all_offsets();
-                        info!(target: TRACE_TARGET, group = %g.group_id, offsets = removed.len(), "group deleted (DeleteGroups)");
-                        let mut records: Vec<(Bytes, Option<Bytes>)> = removed
-                            .iter()
-                            .map(|(t, p)| (records::offset_commit_key(&g.group_id, t, *p), None))
-                            .collect();
-                        records.push((records::group_metadata_key(&g.group_id), None));
-                        let group = g.group_id.clone();
-                        fx.push(Action::Append {
-                            ctx: RequestContext::internal("group-coordinator"),
-                            group: g.group_id.clone(),
-                            records,
-                            then: Box::new(move |stored| {
-                                if let Err(e) = stored {
-                                    warn!(target: TRACE_TARGET, %group, error = ?e, "could not append the deleted group's tombstones");
-                                }
-                            }),
-                        });
-                        None
-                    }
-                    _ => Some(ResponseError::NonEmptyGroup),
-                })
-            })
-            .collect()
+    /// DeleteGroups: an Empty group is deleted with its offsets at once, and tombstones
+    /// are appended to `__consumer_offsets` (acks=-1); its answer waits for them, as
+    /// Kafka's does (COORDINATOR_NOT_AVAILABLE if they are not replicated in time). A group
+    /// with members is NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. `callback` gets
+    /// one result per id, in order.
+    pub fn handle_delete_groups(
+        &self,
+        ctx: &RequestContext,
+        group_ids: &[String],
+        callback: Box<dyn FnOnce(Vec<Option<ResponseError>>) + Send>,
+    ) {
+        let answers = gather(group_ids.len(), callback);
+        for (group_id, answer) in group_ids.iter().zip(answers) {
+            let Some(handle) = self.group(group_id) else {
+                answer(Some(ResponseError::GroupIdNotFound));
+                continue;
+            };
+            self.locked(&handle, |c, g, fx| match g.state() {
+                GroupState::Dead => answer(Some(ResponseError::GroupIdNotFound)),
+                GroupState::Empty => {
+                    let now = c.now();
+                    g.transition_to(GroupState::Dead, now);
+                    let removed = g.remove_all_offsets();
+                    info!(target: TRACE_TARGET, group = %g.group_id, offsets = removed.len(), "group deleted (DeleteGroups); its tombstones are appended with acks=-1");
+                    let mut records: Vec<(Bytes, Option<Bytes>)> = removed
+                        .iter()
+                        .map(|(t, p)| (records::offset_commit_key(&g.group_id, t, *p), None))
+                        .collect();
+                    records.push((records::group_metadata_key(&g.group_id), None));
+                    let group = g.group_id.clone();
+                    fx.push(Action::Append {
+                        ctx: ctx.clone(),
+                        group: g.group_id.clone(),
+                        records,
+                        then: Box::new(move |stored| match stored {
+                            Ok(_) => answer(None),
+                            Err(e) => {
+                                warn!(target: TRACE_TARGET, %group, error = ?e, "the deleted group's tombstones were not replicated");
+                                answer(Some(manager::offset_commit_error(e)));
+                            }
+                        }),
+                    });
+                }
+                _ => answer(Some(ResponseError::NonEmptyGroup)),
+            });
+        }
     }
 
     /// Groups, members and committed offsets held, broker-wide.

@@ -319,11 +319,9 @@ impl GroupMetadata {
         self.pending_members.iter()
     }
 
-    /// Drops every pending member, returning their ids.
-    pub fn take_pending_members(&mut self) -> Vec<Arc<str>> {
-        std::mem::take(&mut self.pending_members)
-            .into_iter()
-            .collect()
+    /// How many member ids are pending.
+    pub fn pending_member_count(&self) -> usize {
+        self.pending_members.len()
     }
 
     /// Members whose JoinGroup is not parked: they have not rejoined this rebalance.
@@ -561,8 +559,7 @@ impl GroupMetadata {
         self.offsets.len() + self.pending_offset_commits.len()
     }
 
-    /// Is a commit of this partition waiting for replication (OffsetFetch with
-    /// `require_stable` answers UNSTABLE_OFFSET_COMMIT meanwhile)?
+    /// Is a commit of this partition waiting for replication?
     pub fn has_pending_offset_commit(&self, key: &OffsetKey) -> bool {
         self.pending_offset_commits.contains_key(key)
     }

@@ -12,6 +12,14 @@ use tracing::info;
 use super::group::{GroupMetadata, GroupState};
 use super::*;
 use crate::delayed::MemberKey;
+use crate::request::RequestContext;
+
+/// Where a Heartbeat's answer goes.
+pub type HeartbeatCallback = Box<dyn FnOnce(Option<ResponseError>) + Send>;
+
+/// Where a LeaveGroup's answer goes: the top-level error, and each member's.
+pub type LeaveCallback =
+    Box<dyn FnOnce(Option<ResponseError>, Vec<(LeavingMember, Option<ResponseError>)>) + Send>;
 
 impl GroupCoordinator {
     // ------------------------------------------------------------------ heartbeats
@@ -58,79 +66,124 @@ impl GroupCoordinator {
 
     // ------------------------------------------------------------------ Heartbeat
 
-    /// Heartbeat (Kafka's `handleHeartbeat`): restarts the member's session.
+    /// Heartbeat (Kafka's `handleHeartbeat`): restarts the member's session at once. A
+    /// request that is not a current member's (unknown member, wrong generation) is
+    /// answered at once; the member's own answer — NONE, or REBALANCE_IN_PROGRESS — only
+    /// once the coordinator's earlier writes to the group's partition are replicated, or
+    /// COORDINATOR_NOT_AVAILABLE if they are not within `offsets.commit.timeout.ms` (Kafka
+    /// 4.4's coordinator orders a partition's answers so).
     pub fn handle_heartbeat(
         &self,
+        ctx: &RequestContext,
         group_id: &str,
         member_id: &str,
         group_instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Option<ResponseError> {
+        callback: HeartbeatCallback,
+    ) {
         if group_id.is_empty() {
-            return Some(ResponseError::InvalidGroupId);
+            return callback(Some(ResponseError::InvalidGroupId));
         }
         let Some(handle) = self.group(group_id) else {
-            return Some(ResponseError::UnknownMemberId);
+            return callback(Some(ResponseError::UnknownMemberId));
         };
         self.locked(&handle, |c, g, fx| {
-            if g.is(GroupState::Dead) {
-                return Some(ResponseError::CoordinatorNotAvailable);
-            }
-            if let Some(error) = validate_current_member(g, member_id, group_instance_id) {
-                return Some(error);
-            }
-            if generation_id != g.generation_id {
-                return Some(ResponseError::IllegalGeneration);
-            }
-            match g.state() {
-                GroupState::Empty => Some(ResponseError::UnknownMemberId),
-                GroupState::CompletingRebalance | GroupState::Stable => {
-                    c.session_heartbeat(g, member_id, fx);
-                    None
+            let answer = c.heartbeat(g, member_id, group_instance_id, generation_id, fx);
+            match answer {
+                None | Some(ResponseError::RebalanceInProgress) => {
+                    fx.push(Action::AfterPendingWrites {
+                        ctx: ctx.clone(),
+                        kind: "heartbeat",
+                        group: g.group_id.clone(),
+                        then: Box::new(move |written| {
+                            callback(match written {
+                                Ok(()) => answer,
+                                Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+                            })
+                        }),
+                    });
                 }
-                GroupState::PreparingRebalance => {
-                    c.session_heartbeat(g, member_id, fx);
-                    Some(ResponseError::RebalanceInProgress)
-                }
-                GroupState::Dead => Some(ResponseError::CoordinatorNotAvailable),
+                refused => callback(refused),
             }
         })
+    }
+
+    /// The heartbeat's effect on the group, and its answer.
+    fn heartbeat(
+        &self,
+        g: &mut GroupMetadata,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+        fx: &mut Fx,
+    ) -> Option<ResponseError> {
+        if g.is(GroupState::Dead) {
+            return Some(ResponseError::CoordinatorNotAvailable);
+        }
+        if let Some(error) = validate_current_member(g, member_id, group_instance_id) {
+            return Some(error);
+        }
+        if generation_id != g.generation_id {
+            return Some(ResponseError::IllegalGeneration);
+        }
+        match g.state() {
+            GroupState::Empty => Some(ResponseError::UnknownMemberId),
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                self.session_heartbeat(g, member_id, fx);
+                None
+            }
+            GroupState::PreparingRebalance => {
+                self.session_heartbeat(g, member_id, fx);
+                Some(ResponseError::RebalanceInProgress)
+            }
+            GroupState::Dead => Some(ResponseError::CoordinatorNotAvailable),
+        }
     }
 
     // ------------------------------------------------------------------ LeaveGroup
 
     /// LeaveGroup (Kafka's `handleLeaveGroup`): each member leaves at once, and the group
-    /// rebalances without it. Returns the top-level error and one result per member.
+    /// rebalances without it. The answer — the top-level error and one result per member —
+    /// comes once the coordinator's earlier writes to the group's partition are replicated
+    /// (COORDINATOR_NOT_AVAILABLE and no members if they are not in time), as Kafka 4.4
+    /// answers it.
     pub fn handle_leave_group(
         &self,
+        ctx: &RequestContext,
         group_id: &str,
         leaving: Vec<LeavingMember>,
-    ) -> (
-        Option<ResponseError>,
-        Vec<(LeavingMember, Option<ResponseError>)>,
+        callback: LeaveCallback,
     ) {
         if group_id.is_empty() {
-            return (Some(ResponseError::InvalidGroupId), Vec::new());
+            return callback(Some(ResponseError::InvalidGroupId), Vec::new());
         }
         let Some(handle) = self.group(group_id) else {
             let results = leaving
                 .into_iter()
                 .map(|m| (m, Some(ResponseError::UnknownMemberId)))
                 .collect();
-            return (None, results);
+            return callback(None, results);
         };
         self.locked(&handle, |c, g, fx| {
             if g.is(GroupState::Dead) {
-                return (Some(ResponseError::CoordinatorNotAvailable), Vec::new());
+                return callback(Some(ResponseError::CoordinatorNotAvailable), Vec::new());
             }
-            let results = leaving
+            let results: Vec<_> = leaving
                 .into_iter()
                 .map(|m| {
                     let error = c.leave_one(g, &m, fx);
                     (m, error)
                 })
                 .collect();
-            (None, results)
+            fx.push(Action::AfterPendingWrites {
+                ctx: ctx.clone(),
+                kind: "leave-group",
+                group: g.group_id.clone(),
+                then: Box::new(move |written| match written {
+                    Ok(()) => callback(None, results),
+                    Err(_) => callback(Some(ResponseError::CoordinatorNotAvailable), Vec::new()),
+                }),
+            });
         })
     }
 

@@ -510,18 +510,14 @@ impl GroupCoordinator {
             g.remove(member);
             Self::check_heartbeat(g, member, fx);
         }
-        let mut dropped_pending = Vec::new();
-        if expired {
-            dropped_pending = g.take_pending_members();
-            for member in &dropped_pending {
-                Self::check_heartbeat(g, member, fx);
-            }
-        }
+        // Pending members (ids handed out with MEMBER_ID_REQUIRED, not yet used) stay: the
+        // next rebalance takes them in when they come back, and their own pending
+        // DelayedHeartbeat drops those that never do, as in Kafka.
         if expired {
             info!(
                 target: TRACE_TARGET,
-                group = %g.group_id, removed = ?failed, dropped_pending = ?dropped_pending,
-                "rebalance: DelayedJoin expired; members that did not rejoin are removed"
+                group = %g.group_id, removed = ?failed, pending = g.pending_member_count(),
+                "rebalance: join phase over without everyone (its delay or timeout passed); members that did not rejoin are removed"
             );
         } else {
             info!(target: TRACE_TARGET, group = %g.group_id, members = g.size(), "rebalance: join phase over, every member rejoined");

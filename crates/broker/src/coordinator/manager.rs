@@ -9,6 +9,14 @@
 //! `acks=all` write, and its answer comes back through the callback when the high watermark
 //! passes it — or it times out. The append errors become the coordinator's errors as in
 //! Kafka (`maybeConvertOffsetCommitError` and `storeGroup`'s mapping).
+//!
+//! Writes to one partition are answered in order, as Kafka's coordinator runtime answers
+//! them: a group request that appends nothing of its own — a heartbeat, a leave, a
+//! re-sync, an OffsetFetch with `require_stable` — is answered only once what the
+//! coordinator wrote to the group's partition before it is replicated
+//! ([`GroupMetadataManager::after_pending_writes`]). With the followers stopped behind an
+//! unreplicated commit, a heartbeat therefore waits `offsets.commit.timeout.ms` and fails,
+//! which is what Kafka 4.4 answers (the conformance harness measured it).
 
 use std::sync::{Arc, Weak};
 
@@ -17,6 +25,8 @@ use kafka_protocol::ResponseError;
 use tracing::warn;
 
 use super::records;
+use crate::delayed::produce::ProducePartitionStatus;
+use crate::delayed::{DelayedProduce, OpMeta, ProducePartitionResult};
 use crate::partition::TopicPartition;
 use crate::record_batch::wall_clock_ms;
 use crate::replica_manager::{AppendOrigin, ReplicaManager};
@@ -25,6 +35,10 @@ use crate::topics::{self, OFFSETS_TOPIC};
 
 /// Where an append's outcome goes: the base offset it landed at, or the error.
 pub type AppendCallback = Box<dyn FnOnce(Result<i64, ResponseError>) + Send>;
+
+/// Where [`GroupMetadataManager::after_pending_writes`] calls back: `Ok` once the earlier
+/// writes are replicated, or the error that ended the wait (REQUEST_TIMED_OUT, ...).
+pub type WaitCallback = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
 
 /// The log side of the coordinator.
 pub struct GroupMetadataManager {
@@ -133,6 +147,66 @@ impl GroupMetadataManager {
     }
 }
 
+impl GroupMetadataManager {
+    /// Calls `callback` once everything the coordinator has written to `group`'s partition
+    /// so far is replicated: at once when its high watermark is at its log end already
+    /// (or the partition does not exist yet: nothing was written), else when the high
+    /// watermark gets there, or with REQUEST_TIMED_OUT after `offsets.commit.timeout.ms`.
+    ///
+    /// The wait is a `DelayedProduce` of no records, needing the log end it found, in
+    /// the produce purgatory beside the writes it waits behind (Kafka's runtime keeps its
+    /// own deferred-event queue, to the same effect). `kind` names it there: `heartbeat`,
+    /// `leave-group`, ...
+    pub fn after_pending_writes(
+        &self,
+        ctx: &RequestContext,
+        kind: &'static str,
+        group: &str,
+        callback: WaitCallback,
+    ) {
+        let Some(rm) = self.rm.upgrade() else {
+            callback(Err(ResponseError::CoordinatorNotAvailable));
+            return;
+        };
+        let tp = self.topic_partition_for(group);
+        let Some(handle) = rm.partition(&tp.topic, tp.partition) else {
+            callback(Ok(()));
+            return;
+        };
+        let pending_until = {
+            let log = handle.lock();
+            (log.high_watermark() < log.log_end_offset()).then(|| log.log_end_offset())
+        };
+        let Some(required_offset) = pending_until else {
+            callback(Ok(()));
+            return;
+        };
+        let status = ProducePartitionStatus {
+            tp,
+            awaiting: Some((handle, required_offset)),
+            result: ProducePartitionResult {
+                error: None,
+                message: None,
+                base_offset: -1,
+                log_start_offset: -1,
+            },
+        };
+        let meta = OpMeta::new(ctx, kind, &rm.timer, self.commit_timeout_ms);
+        let op = DelayedProduce::new(
+            meta,
+            vec![status],
+            Box::new(move |results| {
+                let error = results.into_iter().find_map(|(_, r)| r.error);
+                callback(error.map_or(Ok(()), Err));
+            }),
+        );
+        let keys = op.keys();
+        op.log_created(&keys);
+        rm.produce_purgatory
+            .try_complete_else_watch(op, self.commit_timeout_ms, keys);
+    }
+}
+
 /// An offset commit's append error as the client sees it (Kafka's
 /// `maybeConvertOffsetCommitError`): not replicated in time or not enough replicas means
 /// "this coordinator cannot take commits now, find it again and retry".
@@ -149,16 +223,18 @@ pub fn offset_commit_error(append: ResponseError) -> ResponseError {
     }
 }
 
-/// A group metadata append error as SyncGroup answers it (Kafka's `storeGroup`): a
-/// timeout sends the members back to rejoin (REBALANCE_IN_PROGRESS).
+/// A group metadata append error as SyncGroup answers it. Kafka 4.4's coordinator
+/// answers a timed-out store COORDINATOR_NOT_AVAILABLE, as it does a commit (the old
+/// coordinator's `storeGroup` said REBALANCE_IN_PROGRESS); either way the group then
+/// rebalances.
 pub fn store_group_error(append: ResponseError) -> ResponseError {
     use ResponseError::*;
     match append {
-        UnknownTopicOrPartition | NotEnoughReplicas | NotEnoughReplicasAfterAppend => {
-            CoordinatorNotAvailable
-        }
+        UnknownTopicOrPartition
+        | NotEnoughReplicas
+        | NotEnoughReplicasAfterAppend
+        | RequestTimedOut => CoordinatorNotAvailable,
         NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
-        RequestTimedOut => RebalanceInProgress,
         MessageTooLarge | RecordListTooLarge | InvalidFetchSize => UnknownServerError,
         other => other,
     }
@@ -184,7 +260,7 @@ mod tests {
             offset_commit_error(MessageTooLarge),
             InvalidCommitOffsetSize
         );
-        assert_eq!(store_group_error(RequestTimedOut), RebalanceInProgress);
+        assert_eq!(store_group_error(RequestTimedOut), CoordinatorNotAvailable);
         assert_eq!(
             store_group_error(NotEnoughReplicas),
             CoordinatorNotAvailable

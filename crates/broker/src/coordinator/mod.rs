@@ -71,6 +71,7 @@ use crate::delayed::{DelayedHeartbeat, DelayedRebalance, GroupKey, MemberKey};
 use crate::replica_manager::ReplicaManager;
 use crate::request::RequestContext;
 use group::{GroupMetadata, GroupState, OffsetKey};
+pub use heartbeat::{HeartbeatCallback, LeaveCallback};
 use manager::GroupMetadataManager;
 pub use snapshot::{GroupSnapshot, GroupsSnapshot};
 
@@ -193,7 +194,8 @@ pub struct FetchedOffset {
     pub leader_epoch: i32,
     /// Its metadata ("" if none).
     pub metadata: String,
-    /// UNSTABLE_OFFSET_COMMIT while a commit of it is being replicated (`require_stable`).
+    /// An error for this partition (none yet: UNSTABLE_OFFSET_COMMIT will come with
+    /// transactional commits).
     pub error: Option<ResponseError>,
 }
 
@@ -279,6 +281,13 @@ enum Action {
         group: Arc<str>,
         records: Vec<(Bytes, Option<Bytes>)>,
         then: manager::AppendCallback,
+    },
+    /// Call back once what the coordinator wrote to the group's partition is replicated.
+    AfterPendingWrites {
+        ctx: RequestContext,
+        kind: &'static str,
+        group: Arc<str>,
+        then: manager::WaitCallback,
     },
 }
 
@@ -483,6 +492,12 @@ impl GroupCoordinator {
                     records,
                     then,
                 } => self.manager.append(&ctx, &group, &records, then),
+                Action::AfterPendingWrites {
+                    ctx,
+                    kind,
+                    group,
+                    then,
+                } => self.manager.after_pending_writes(&ctx, kind, &group, then),
             }
         }
     }
@@ -502,6 +517,53 @@ impl GroupCoordinator {
             }
         })
     }
+}
+
+/// Collects `n` results that arrive in any order, on any thread, and hands them to `done`
+/// in slot order once the last has arrived: one callback per slot. (A request naming
+/// several groups, each of which may wait for its own partition.)
+pub(crate) fn gather<T: Send + 'static>(
+    n: usize,
+    done: Box<dyn FnOnce(Vec<T>) + Send>,
+) -> Vec<Box<dyn FnOnce(T) + Send>> {
+    struct Slots<T> {
+        filled: Vec<Option<T>>,
+        missing: usize,
+        done: Option<Box<dyn FnOnce(Vec<T>) + Send>>,
+    }
+    let slots = Arc::new(Mutex::new(Slots {
+        filled: (0..n).map(|_| None).collect(),
+        missing: n,
+        done: Some(done),
+    }));
+    if n == 0 {
+        if let Some(done) = slots.lock().done.take() {
+            done(Vec::new());
+        }
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            let slots = slots.clone();
+            Box::new(move |value: T| {
+                let finished = {
+                    let mut s = slots.lock();
+                    debug_assert!(s.filled[i].is_none(), "a slot is filled once");
+                    s.filled[i] = Some(value);
+                    s.missing -= 1;
+                    if s.missing == 0 {
+                        let values: Vec<T> = s.filled.drain(..).flatten().collect();
+                        s.done.take().map(|done| (done, values))
+                    } else {
+                        None
+                    }
+                };
+                if let Some((done, values)) = finished {
+                    done(values);
+                }
+            }) as Box<dyn FnOnce(T) + Send>
+        })
+        .collect()
 }
 
 /// Kafka's `validateCurrentMember`: a static member's instance id must map to this member

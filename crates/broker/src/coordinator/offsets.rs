@@ -163,26 +163,27 @@ impl GroupCoordinator {
 
     /// OffsetFetch (Kafka's `handleFetchOffsets`): committed offsets of the partitions
     /// asked for (or all of them), answered from the cache, whatever the group's state.
+    /// The cache holds a commit only once it is replicated, so a commit still waiting for
+    /// the followers is not seen (`require_stable` callers wait for it first: see
+    /// [`GroupCoordinator::after_pending_writes_of`]).
     pub fn handle_fetch_offsets(
         &self,
         group_id: &str,
-        require_stable: bool,
         partitions: Option<Vec<OffsetKey>>,
     ) -> Vec<(OffsetKey, FetchedOffset)> {
-        let Some(handle) = self.group(group_id) else {
-            return partitions
+        let nothing = |partitions: Option<Vec<OffsetKey>>| {
+            partitions
                 .unwrap_or_default()
                 .into_iter()
                 .map(|k| (k, FetchedOffset::none(None)))
-                .collect();
+                .collect()
+        };
+        let Some(handle) = self.group(group_id) else {
+            return nothing(partitions);
         };
         let g = handle.state.lock();
         if g.is(GroupState::Dead) {
-            return partitions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|k| (k, FetchedOffset::none(None)))
-                .collect();
+            return nothing(partitions);
         }
         let fetched = |o: &OffsetAndMetadata| FetchedOffset {
             offset: o.offset,
@@ -195,15 +196,32 @@ impl GroupCoordinator {
             Some(keys) => keys
                 .into_iter()
                 .map(|k| {
-                    let answer = if require_stable && g.has_pending_offset_commit(&k) {
-                        FetchedOffset::none(Some(ResponseError::UnstableOffsetCommit))
-                    } else {
-                        g.offset(&k)
-                            .map_or_else(|| FetchedOffset::none(None), fetched)
-                    };
+                    let answer = g
+                        .offset(&k)
+                        .map_or_else(|| FetchedOffset::none(None), fetched);
                     (k, answer)
                 })
                 .collect(),
+        }
+    }
+
+    /// Calls back, once per group of `groups` in order, whether what the coordinator wrote
+    /// to that group's partition got replicated (within `offsets.commit.timeout.ms`).
+    pub fn after_pending_writes_of(
+        &self,
+        ctx: &RequestContext,
+        kind: &'static str,
+        groups: &[String],
+        callback: Box<dyn FnOnce(Vec<bool>) + Send>,
+    ) {
+        let answers = gather(groups.len(), callback);
+        for (group, answer) in groups.iter().zip(answers) {
+            self.manager.after_pending_writes(
+                ctx,
+                kind,
+                group,
+                Box::new(move |written| answer(written.is_ok())),
+            );
         }
     }
 }

@@ -53,14 +53,25 @@ impl GroupCoordinator {
                     }
                 }
                 GroupState::Stable => {
+                    // The assignment is stored already; the answer still waits behind the
+                    // coordinator's earlier writes to the partition, as Kafka 4.4's does.
                     g.remove_pending_sync_member(&p.member_id);
                     fx.push(Action::CheckSync(g.group_id.clone()));
                     let assignment = g.get(&p.member_id).map(|m| m.assignment.clone()).unwrap_or_default();
-                    callback(SyncGroupResult {
+                    let answer = SyncGroupResult {
                         protocol_type: g.protocol_type.clone(),
                         protocol_name: g.protocol_name.clone(),
                         assignment,
                         error: None,
+                    };
+                    fx.push(Action::AfterPendingWrites {
+                        ctx: ctx.clone(),
+                        kind: "sync-group",
+                        group: g.group_id.clone(),
+                        then: Box::new(move |written| match written {
+                            Ok(()) => callback(answer),
+                            Err(_) => callback(SyncGroupResult::error(ResponseError::CoordinatorNotAvailable)),
+                        }),
                     });
                     c.session_heartbeat(g, &p.member_id, fx);
                 }

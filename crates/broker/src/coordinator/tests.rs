@@ -143,7 +143,63 @@ impl Harness {
     }
 
     fn heartbeat(&self, group: &str, member: &str, generation: i32) -> Option<ResponseError> {
-        self.c.handle_heartbeat(group, member, None, generation)
+        self.static_heartbeat(group, member, None, generation)
+    }
+
+    /// A heartbeat's answer, which comes at once here: `__consumer_offsets` has one
+    /// replica, so nothing the coordinator wrote is ever waiting for replication.
+    fn static_heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Option<ResponseError> {
+        let (tx, rx) = mpsc::channel();
+        self.c.handle_heartbeat(
+            &ctx("client"),
+            group,
+            member,
+            instance,
+            generation,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        Pending(rx).expect("heartbeat")
+    }
+
+    fn leave(
+        &self,
+        group: &str,
+        members: Vec<LeavingMember>,
+    ) -> (
+        Option<ResponseError>,
+        Vec<(LeavingMember, Option<ResponseError>)>,
+    ) {
+        let (tx, rx) = mpsc::channel();
+        self.c.handle_leave_group(
+            &ctx("client"),
+            group,
+            members,
+            Box::new(move |top, results| {
+                let _ = tx.send((top, results));
+            }),
+        );
+        Pending(rx).expect("leave")
+    }
+
+    fn delete_groups(&self, groups: &[&str]) -> Vec<Option<ResponseError>> {
+        let ids: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        let (tx, rx) = mpsc::channel();
+        self.c.handle_delete_groups(
+            &ctx("client"),
+            &ids,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        Pending(rx).expect("delete groups")
     }
 
     fn state(&self, group: &str) -> Option<(GroupState, i32, usize)> {
@@ -377,7 +433,7 @@ fn a_member_expires_exactly_at_its_session_timeout() {
 fn leave_group_rebalances_at_once() {
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     let (a, b) = h.stable_pair("g");
-    let (top, results) = h.c.handle_leave_group(
+    let (top, results) = h.leave(
         "g",
         vec![LeavingMember {
             member_id: b.clone(),
@@ -401,7 +457,7 @@ fn leave_group_rebalances_at_once() {
     assert_eq!((a2.generation_id, a2.members.len()), (2, 1));
     // The last member leaving empties the group.
     h.sync("g", 2, &a, &[(&a, b"all")]).expect("synced");
-    h.c.handle_leave_group(
+    h.leave(
         "g",
         vec![LeavingMember {
             member_id: a.clone(),
@@ -451,11 +507,11 @@ fn a_static_member_rejoins_without_a_rebalance() {
     );
     // Its old id is fenced, its new one works, and it keeps its assignment.
     assert_eq!(
-        h.c.handle_heartbeat("g", &a, Some("host-1"), 1),
+        h.static_heartbeat("g", &a, Some("host-1"), 1),
         Some(ResponseError::FencedInstanceId)
     );
     assert_eq!(
-        h.c.handle_heartbeat("g", &again.member_id, Some("host-1"), 1),
+        h.static_heartbeat("g", &again.member_id, Some("host-1"), 1),
         None
     );
     let synced = h.sync("g", 1, &again.member_id, &[]).expect("stable sync");
@@ -520,7 +576,7 @@ fn stale_generations_and_unknown_members_are_refused() {
         Some(ResponseError::InvalidGroupId)
     );
     assert_eq!(
-        h.c.handle_delete_groups(&["g".into(), "nope".into()]),
+        h.delete_groups(&["g", "nope"]),
         vec![
             Some(ResponseError::NonEmptyGroup),
             Some(ResponseError::GroupIdNotFound)
@@ -561,6 +617,42 @@ fn member_id_required_then_the_pending_member_expires() {
     h.advance(0);
     let joined = joined.expect("joined");
     assert_eq!((joined.error, joined.member_id), (None, first.member_id));
+}
+
+#[test]
+fn a_pending_member_id_outlives_a_rebalance_that_completes_without_it() {
+    // Two consumers start together: each gets MEMBER_ID_REQUIRED and an id. The first
+    // comes back first and generation 1 completes with it alone (no initial delay). The
+    // second's id is still good: Kafka keeps pending ids until their own session times
+    // out, so its JoinGroup starts the next rebalance, which takes both.
+    let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
+    let mut p = h.join_params("g", "", None);
+    p.require_known_member_id = true;
+    let with_id = |id: &str| {
+        let mut q = p.clone();
+        q.member_id = id.to_string();
+        q
+    };
+    let a = h.join_with(p.clone()).expect("a gets an id").member_id;
+    let b = h.join_with(p.clone()).expect("b gets an id").member_id;
+    let a1 = h.join_with(with_id(&a));
+    h.advance(0);
+    let a1 = a1.expect("generation 1 completes with a alone");
+    assert_eq!((a1.error, a1.generation_id, a1.members.len()), (None, 1, 1));
+    let b2 = h.join_with(with_id(&b));
+    b2.assert_waiting("b's JoinGroup waits for a to rejoin");
+    assert_eq!(
+        h.state("g").map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(
+        h.heartbeat("g", &a, 1),
+        Some(ResponseError::RebalanceInProgress)
+    );
+    let a2 = h.join_with(with_id(&a)).expect("a rejoins: everyone is in");
+    let b2 = b2.expect("b joined");
+    assert_eq!((a2.generation_id, a2.members.len()), (2, 2));
+    assert_eq!((b2.error, b2.generation_id), (None, 2));
 }
 
 #[test]
@@ -609,18 +701,15 @@ fn an_offset_commit_is_visible_only_once_appended_and_survives_the_group_emptyin
     let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
     // A consumer without group management commits with generation -1.
     assert_eq!(h.commit("solo", "", -1, 17).expect("commit")[0].1, None);
-    let fetched = h.c.handle_fetch_offsets(
-        "solo",
-        true,
-        Some(vec![(Arc::from("t"), 0), (Arc::from("t"), 1)]),
-    );
+    let fetched =
+        h.c.handle_fetch_offsets("solo", Some(vec![(Arc::from("t"), 0), (Arc::from("t"), 1)]));
     assert_eq!(fetched[0].1.offset, 17);
     assert_eq!(fetched[1].1.offset, -1);
-    let all = h.c.handle_fetch_offsets("solo", false, None);
+    let all = h.c.handle_fetch_offsets("solo", None);
     assert_eq!(all.len(), 1);
     assert_eq!(h.state("solo"), Some((GroupState::Empty, 0, 0)));
-    assert_eq!(h.c.handle_delete_groups(&["solo".into()]), vec![None]);
-    assert_eq!(h.c.handle_fetch_offsets("solo", false, None).len(), 0);
+    assert_eq!(h.delete_groups(&["solo"]), vec![None]);
+    assert_eq!(h.c.handle_fetch_offsets("solo", None).len(), 0);
     assert_eq!(h.c.counts(), (0, 0, 0));
 }
 

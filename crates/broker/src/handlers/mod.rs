@@ -141,13 +141,13 @@ pub fn dispatch(apis: &KafkaApis, ctx: &RequestContext, request: RequestKind) ->
         RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
         RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
         RequestKind::SyncGroup(r) => sync_group::handle(gc, ctx, r),
-        RequestKind::Heartbeat(r) => Reply::now(heartbeat::handle(gc, ctx, r)),
-        RequestKind::LeaveGroup(r) => Reply::now(leave_group::handle(gc, ctx, r)),
+        RequestKind::Heartbeat(r) => heartbeat::handle(gc, ctx, r),
+        RequestKind::LeaveGroup(r) => leave_group::handle(gc, ctx, r),
         RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
-        RequestKind::OffsetFetch(r) => Reply::now(offset_fetch::handle(gc, ctx, r)),
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, ctx, r),
         RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
         RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
-        RequestKind::DeleteGroups(r) => Reply::now(delete_groups::handle(gc, ctx, r)),
+        RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),
         // The frontend only decodes APIs listed in SUPPORTED_APIS.
         _ => Reply::Nothing,
     }

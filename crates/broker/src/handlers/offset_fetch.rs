@@ -1,8 +1,8 @@
 //! OffsetFetch: the offsets a group committed, from the coordinator's cache — which holds
 //! a commit only once it is replicated. v1 names the partitions; v2+ may ask for all
 //! (topics null) and has a top-level error; v5+ leader epochs; v7+ `require_stable`
-//! (UNSTABLE_OFFSET_COMMIT for a partition whose commit is still being replicated); v8+
-//! batches several groups in one request.
+//! (answered once the commits before it are replicated: see [`handle`]); v8+ batches
+//! several groups in one request.
 
 use std::sync::Arc;
 
@@ -14,24 +14,62 @@ use kafka_protocol::messages::{
     GroupId, OffsetFetchRequest, OffsetFetchResponse, ResponseKind, TopicName,
 };
 
-use super::{sb, RequestContext};
+use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
+
+use super::{sb, Reply, RequestContext};
 use crate::coordinator::group::OffsetKey;
 use crate::coordinator::{FetchedOffset, GroupCoordinator};
 
 /// One group's answer: per topic (in order), per partition, the offset found.
 type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
 
-/// Handles an OffsetFetch request.
-pub fn handle(
-    c: &Arc<GroupCoordinator>,
-    ctx: &RequestContext,
-    req: OffsetFetchRequest,
-) -> ResponseKind {
+/// Handles an OffsetFetch request. With `require_stable` (v7+) the answer waits until
+/// what the coordinator wrote to each group's partition is replicated, as Kafka 4.4's
+/// does; a group whose partition does not get there within `offsets.commit.timeout.ms`
+/// answers NOT_COORDINATOR.
+pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
     let v = ctx.api_version;
-    // Each group is answered from the coordinator's cache; there is no group-level error
-    // to give on a broker that coordinates every group itself.
+    if !(v >= 7 && req.require_stable) {
+        return Reply::now(ResponseKind::OffsetFetch(answer(c, v, &req, &[])));
+    }
+    let groups: Vec<String> = if v < 8 {
+        vec![req.group_id.0.to_string()]
+    } else {
+        req.groups
+            .iter()
+            .map(|g| g.group_id.0.to_string())
+            .collect()
+    };
+    let (tx, rx) = oneshot::channel();
+    let coordinator = c.clone();
+    c.after_pending_writes_of(
+        ctx,
+        "offset-fetch",
+        &groups,
+        Box::new(move |replicated| {
+            let unstable: Vec<bool> = replicated.into_iter().map(|ok| !ok).collect();
+            let _ = tx.send(ResponseKind::OffsetFetch(answer(
+                &coordinator,
+                v,
+                &req,
+                &unstable,
+            )));
+        }),
+    );
+    Reply::from_callback(rx)
+}
+
+/// The answer from the coordinator's cache; `not_coordinator[i]` marks the i-th group
+/// (the only one before v8) whose partition's writes did not replicate in time.
+fn answer(
+    c: &GroupCoordinator,
+    v: i16,
+    req: &OffsetFetchRequest,
+    not_coordinator: &[bool],
+) -> OffsetFetchResponse {
+    let refused = |i: usize| not_coordinator.get(i).copied().unwrap_or(false);
     let fetch = |group: &str, topics: Option<Vec<(String, Vec<i32>)>>| -> GroupOffsets {
-        let require_stable = v >= 7 && req.require_stable;
         let keys = topics.as_ref().map(|topics| {
             topics
                 .iter()
@@ -41,10 +79,14 @@ pub fn handle(
                 })
                 .collect::<Vec<OffsetKey>>()
         });
-        group_by_topic(c.handle_fetch_offsets(group, require_stable, keys))
+        group_by_topic(c.handle_fetch_offsets(group, keys))
     };
     let partition_error = |o: &FetchedOffset| o.error.map_or(0, |e| e.code());
     if v < 8 {
+        if refused(0) {
+            return OffsetFetchResponse::default()
+                .with_error_code(ResponseError::NotCoordinator.code());
+        }
         let topics = req.topics.as_ref().map(|ts| {
             ts.iter()
                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -73,12 +115,18 @@ pub fn handle(
                     )
             })
             .collect();
-        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_topics(topics));
+        return OffsetFetchResponse::default().with_topics(topics);
     }
     let groups = req
         .groups
         .iter()
-        .map(|group| {
+        .enumerate()
+        .map(|(i, group)| {
+            let answer = OffsetFetchResponseGroup::default()
+                .with_group_id(GroupId(sb(group.group_id.0.as_str())));
+            if refused(i) {
+                return answer.with_error_code(ResponseError::NotCoordinator.code());
+            }
             let topics = group.topics.as_ref().map(|ts| {
                 ts.iter()
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -104,12 +152,10 @@ pub fn handle(
                         )
                 })
                 .collect();
-            OffsetFetchResponseGroup::default()
-                .with_group_id(GroupId(sb(group.group_id.0.as_str())))
-                .with_topics(topics)
+            answer.with_topics(topics)
         })
         .collect();
-    ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups))
+    OffsetFetchResponse::default().with_groups(groups)
 }
 
 /// Groups consecutive partitions of the same topic, keeping the order they came in.

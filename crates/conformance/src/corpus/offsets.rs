@@ -33,6 +33,11 @@ pub fn scenarios() -> Vec<Scenario> {
             apis_behind_commit
         ),
         scenario!(
+            "groups/errors and a rejoin while a commit waits for the followers",
+            true,
+            errors_behind_commit
+        ),
+        scenario!(
             "groups/a rebalance with the followers stopped",
             true,
             rebalance_stopped
@@ -437,5 +442,112 @@ async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
             resp.error_code,
         );
     }
+    Ok(o)
+}
+
+/// The same window, for answers that are errors, a rejoin, and a group beside the one
+/// whose commit waits.
+async fn errors_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    use super::groups::{join_request, leave_request, JOIN_VERSION, LEAVE_VERSION};
+    use kafka_protocol::messages::{
+        HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetFetchRequest,
+    };
+    let topic = c.topic("t");
+    t.create_topic(&topic, 1, &[]).await?;
+    let group = c.group("g");
+    let rejoining = c.group_beside(&group, "rejoining");
+    let quiet = c.group_beside(&group, "quiet");
+    let member = join_alone(t, &group, &topic).await?;
+    let rejoiner = join_alone(t, &rejoining, &topic).await?;
+    commit_code(t, &commit_request(&quiet, "", -1, &topic, 0, 3, "")).await?;
+    let mut o = Observation::new();
+    t.stop_followers().await?;
+    let seen = async {
+        let mut committer = t.open(LEADER).await?;
+        committer
+            .write_request(
+                &commit_request(&group, &member.id, member.generation, &topic, 0, 7, ""),
+                COMMIT_VERSION,
+            )
+            .await?;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let mut conns = Vec::new();
+        for _ in 0..6 {
+            conns.push(t.open(LEADER).await?);
+        }
+        let asked = Instant::now();
+        let stranger = super::groups::Member {
+            id: "ghost".to_owned(),
+            generation: member.generation,
+            leader: false,
+        };
+        let stale = super::groups::Member {
+            id: member.id.clone(),
+            generation: member.generation + 3,
+            leader: false,
+        };
+        conns[0]
+            .write_request(&heartbeat(&group, &stranger), HEARTBEAT_VERSION)
+            .await?;
+        conns[1]
+            .write_request(&heartbeat(&group, &stale), HEARTBEAT_VERSION)
+            .await?;
+        conns[2]
+            .write_request(&leave_request(&group, &["ghost"]), LEAVE_VERSION)
+            .await?;
+        conns[3]
+            .write_request(
+                &join_request(&rejoining, &rejoiner.id, "consumer", 10_000, &topic),
+                JOIN_VERSION,
+            )
+            .await?;
+        conns[4]
+            .write_request(
+                &commit_request(&group, &member.id, member.generation + 3, &topic, 0, 8, ""),
+                COMMIT_VERSION,
+            )
+            .await?;
+        conns[5]
+            .write_request(
+                &offset_fetch_request(&quiet, Some((&topic, &[0])), true),
+                OFFSET_FETCH_VERSION,
+            )
+            .await?;
+        let top = |code: i16| error_name(code);
+        let [c0, c1, c2, c3, c4, c5] = conns.as_mut_slice() else {
+            anyhow::bail!("six connections were opened");
+        };
+        let answers = tokio::join!(
+            read_behind::<HeartbeatRequest>(c0, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<HeartbeatRequest>(c1, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<LeaveGroupRequest>(c2, LEAVE_VERSION, asked, |r| {
+                let members: Vec<String> = r.members.iter().map(|m| top(m.error_code)).collect();
+                format!("{} [{}]", top(r.error_code), members.join(","))
+            }),
+            read_behind::<JoinGroupRequest>(c3, JOIN_VERSION, asked, |r| {
+                format!("{} generation {}", top(r.error_code), r.generation_id)
+            }),
+            read_behind::<OffsetCommitRequest>(c4, COMMIT_VERSION, asked, commit_errors),
+            read_behind::<OffsetFetchRequest>(c5, OFFSET_FETCH_VERSION, asked, |r| see_offsets(
+                r,
+                &[&topic]
+            )),
+        );
+        o.set("heartbeat_unknown_member", answers.0?);
+        o.set("heartbeat_wrong_generation", answers.1?);
+        o.set("leave_unknown_member", answers.2?);
+        o.set("rejoin_beside", answers.3?);
+        o.set("commit_wrong_generation", answers.4?);
+        o.set("offset_fetch_require_stable_beside", answers.5?);
+        let (_, resp) = committer
+            .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
+            .await?;
+        o.set("commit", commit_errors(&resp));
+        anyhow::Ok(())
+    }
+    .await;
+    t.resume_followers().await?;
+    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
+    seen?;
     Ok(o)
 }
