@@ -44,7 +44,7 @@ pub enum AppendError {
         producer_id: i64,
         /// The batch's producer epoch.
         producer_epoch: i16,
-        /// The sequence the log expected next (0 for a new producer or a new epoch).
+        /// The sequence the log expected next (0 for a new epoch).
         expected_sequence: i32,
         /// The batch's `baseSequence`.
         first_sequence: i32,

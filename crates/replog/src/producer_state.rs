@@ -21,20 +21,20 @@
 //! | higher (new epoch)   | 0                                      | appended; the producer's entry restarts |
 //! | higher               | not 0                                  | `OUT_OF_ORDER_SEQUENCE_NUMBER` |
 //! | lower                | any                                    | `INVALID_PRODUCER_EPOCH` (a newer instance fenced this one) |
-//! | unknown producer     | 0                                      | appended |
-//! | unknown producer     | not 0                                  | `OUT_OF_ORDER_SEQUENCE_NUMBER` |
+//! | unknown producer     | any                                    | appended; the entry starts at that sequence |
 //!
-//! The last row is stricter than Kafka 2.5+, which accepts any sequence from a producer
-//! it has no state for (because Kafka may have *lost* that state when retention deleted
-//! the producer's batches). This log never forgets a producer because of retention:
-//! state is kept independently of the batches, so an unknown producer really is new,
-//! and a first batch that does not start at 0 means earlier batches went missing.
+//! These are Kafka's rules (`ProducerAppendInfo.checkSequence`), measured against Kafka
+//! 4.4. The last row is Kafka's since 2.5: a partition that has no state for a producer
+//! id accepts whatever sequence it starts with, because the state may have been lost
+//! (retention deleted the producer's batches, or `producer.id.expiration.ms` passed)
+//! while the producer lived on. From that first batch on, the usual rules apply.
 //!
 //! **Bounded memory.** The state is capped at [`MAX_PRODUCER_IDS_PER_PARTITION`] producer
 //! ids per partition. When a new producer id arrives at the cap, the least recently
-//! appending producer is forgotten (LRU). A forgotten producer that writes again with a
-//! non-zero sequence gets `OUT_OF_ORDER_SEQUENCE_NUMBER`; with 10,000 ids per partition
-//! this only happens to producers idle while thousands of others wrote.
+//! appending producer is forgotten (LRU). A forgotten producer that writes again is an
+//! unknown producer (last row above): its batch is appended, but a retry of a batch it
+//! wrote before it was forgotten is no longer recognised as a duplicate; with 10,000 ids
+//! per partition this only happens to producers idle while thousands of others wrote.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -141,11 +141,7 @@ pub fn check_sequence(
         first_sequence: first,
     };
     let Some(entry) = entry else {
-        return if first == 0 {
-            Ok(SequenceCheck::Append)
-        } else {
-            Err(out_of_order(0))
-        };
+        return Ok(SequenceCheck::Append);
     };
     if header.producer_epoch < entry.producer_epoch {
         return Err(AppendError::InvalidProducerEpoch {

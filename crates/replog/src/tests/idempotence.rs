@@ -78,19 +78,30 @@ fn a_sequence_gap_is_out_of_order_and_appends_nothing() {
 }
 
 #[test]
-fn an_unknown_producer_must_start_at_sequence_zero() {
+fn an_unknown_producer_may_start_at_any_sequence() {
+    // Kafka 2.5+: a partition with no state for a producer id (lost to retention or
+    // expiry while the producer lived on) takes whatever sequence it starts with.
     let mut p = three_replicas();
-    let err = p.append(idem(1, 0, 5), 1).unwrap_err();
+    p.append(BatchBuilder::new(1).bytes(), 1).unwrap(); // offset 0, not idempotent
+    let info = p.append(idem(2, 0, 5), 2).unwrap(); // seqs 5-6 -> offsets 1-2
+    assert!(!info.duplicate);
+    assert_eq!((info.base_offset, info.last_offset), (1, 2));
+    assert_eq!(p.producer_state(PID).unwrap().next_sequence(), 7);
+    // From there on the usual rules hold: a gap is out of order...
+    let err = p.append(idem(1, 0, 9), 3).unwrap_err();
     assert!(matches!(
         err,
         AppendError::OutOfOrderSequence {
-            expected_sequence: 0,
+            expected_sequence: 7,
+            first_sequence: 9,
             ..
         }
     ));
-    assert!(p.producer_state(PID).is_none());
-    assert!(p.append(idem(1, 0, 0), 1).is_ok());
-    assert_eq!(p.producer_count(), 1);
+    // ...and a retry of that first batch is a duplicate.
+    let retry = p.append(idem(2, 0, 5), 4).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.base_offset, retry.last_offset), (1, 2));
+    assert_eq!(p.log_end_offset(), 3);
 }
 
 #[test]
@@ -254,4 +265,8 @@ fn producer_state_is_capped_with_least_recently_used_eviction() {
     assert!(manager.producer(2).is_none());
     assert_eq!(manager.producer(1).unwrap().next_sequence(), 2);
     assert_eq!(manager.producer(3).unwrap().last_append_time_ms, 7);
+    // A forgotten producer writing again is a producer the partition does not know: its
+    // next batch is taken at whatever sequence it carries.
+    append(&mut manager, 2, 1);
+    assert_eq!(manager.producer(2).unwrap().next_sequence(), 2);
 }
