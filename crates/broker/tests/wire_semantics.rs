@@ -71,8 +71,14 @@ async fn invalid_acks_is_refused_with_invalid_required_acks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_while_parked_leaks_nothing() {
-    let (tb, mut conn) = broker_with_topic("gone", 3, &[]).await;
-    for _ in 0..3 {
+    let (tb, conn) = broker_with_topic("gone", 3, &[]).await;
+    // Three producers, one connection each: a connection's next request is not read
+    // while one is parked, as in Kafka.
+    let mut producers = vec![conn];
+    for _ in 1..3 {
+        producers.push(KafkaConnection::connect(&tb.bootstrap()).await.unwrap());
+    }
+    for conn in &mut producers {
         conn.write_request(&produce("gone", -1, 5000, batch(1, 10, None)), 9)
             .await
             .unwrap();
@@ -82,7 +88,9 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
     })
     .await;
     assert_eq!(tb.rm().produce_purgatory.watched(), 3);
-    conn.close().await;
+    for conn in producers {
+        conn.close().await;
+    }
     // The operations still expire on schedule; their responses go nowhere.
     tb.rm().timer.advance_by(5000);
     assert_eq!(tb.rm().produce_purgatory.delayed(), 0);

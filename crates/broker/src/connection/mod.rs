@@ -6,11 +6,15 @@
 //! with the correlation id.
 //!
 //! Clients pipeline: a producer may send several requests before the first response. Kafka
-//! answers them strictly in request order, so a request parked in a purgatory holds back the
-//! responses to every request after it on the same connection. Here the reader task decodes
-//! and handles each request, pushing a *slot* for its response into a bounded queue; the
-//! writer task awaits the slots in order. When the queue is full the reader stops reading,
-//! so a client cannot make the broker buffer without bound.
+//! takes them one at a time: once it has read a request from a connection it reads nothing
+//! more from it until that request is answered (its network layer mutes the channel), so a
+//! request parked in a purgatory holds back not only the responses but the *handling* of
+//! every request after it on the same connection. A commit sent behind a parked JoinGroup
+//! is therefore checked against the generation that JoinGroup ends in. Here the reader task
+//! decodes and handles each request, waits for the answer if the request was parked, and
+//! pushes a *slot* with its response into a bounded queue; the writer task writes the slots
+//! in order. When the queue is full the reader stops reading, so a client cannot make the
+//! broker buffer without bound.
 //!
 //! Bad input — a negative or oversized frame length, a truncated frame, an undecodable body,
 //! an unknown API key, an unsupported version — closes this connection with a warning naming
@@ -57,6 +61,9 @@ struct Slot {
     api_key: ApiKey,
     api_version: i16,
     reply: Reply,
+    /// When a parked request's answer came (its "remote" phase ended); `None` for one
+    /// answered by its handler.
+    answered: Option<Instant>,
     /// Bytes reserved in the connection's [`ResponseBudget`] until this slot is written.
     reserved: usize,
     /// Its phase times so far, for the request log and metrics (`None` if untraced).
@@ -209,6 +216,18 @@ async fn read_loop(
             }
             Err(close) => return close,
         };
+        let mut slot = slot;
+        if let Reply::Later(parked) = slot.reply {
+            // Read nothing more until the parked request is answered, as Kafka does.
+            match parked.await {
+                Ok(response) => {
+                    slot.reply = Reply::now(response);
+                    slot.answered = Some(Instant::now());
+                }
+                // Dropped unanswered: the broker is shutting down.
+                Err(_) => return Close::Reason("the broker stopped before answering".into()),
+            }
+        }
         let closing = matches!(slot.reply, Reply::Close(_));
         if slots.send(slot).await.is_err() {
             return Close::Reason("response writer stopped".into());
@@ -242,6 +261,7 @@ fn handle(
         api_key,
         api_version: ctx.api_version,
         reply,
+        answered: None,
         reserved,
         timing: None,
     }

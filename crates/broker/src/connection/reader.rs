@@ -202,6 +202,7 @@ pub(super) fn decode_frame(frame: Bytes, peer: SocketAddr) -> Result<Decoded, Cl
             reply: Reply::now(ResponseKind::ApiVersions(api_versions::response(
                 kafka_protocol::ResponseError::UnsupportedVersion.code(),
             ))),
+            answered: None,
             reserved: 0,
             timing: None,
         }));

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::{ResponseBudget, Slot};
@@ -35,10 +35,8 @@ const SPLICE_RECORDS_BYTES: usize = 32 * 1024;
 /// Writes the responses in request order.
 ///
 /// Responses are encoded into one buffer that is reused, so steady traffic allocates
-/// nothing for them. Once the slot at the head of the queue has its response, the slots
-/// queued behind it whose responses are ready too are encoded after it and the lot goes
-/// out in one `write` (a system call and a loopback TCP send per response saved); a slot
-/// still waiting stops the batch and is awaited next.
+/// nothing for them. The slots queued behind the first are encoded after it and the lot
+/// goes out in one `write` (a system call and a loopback TCP send per response saved).
 pub(super) async fn write_loop(
     mut writer: OwnedWriteHalf,
     mut slots: mpsc::Receiver<Slot>,
@@ -59,18 +57,11 @@ pub(super) async fn write_loop(
     // The requests whose responses are in `out`: (timing, answered at, encoding started at),
     // finished in the request log once the write is done. Reused between writes.
     let mut in_out: Vec<(Option<RequestTiming>, Option<Instant>, Instant)> = Vec::new();
-    // A slot taken off the queue whose response was not ready yet: it goes first next time.
-    let mut carried: Option<Slot> = None;
     loop {
-        let first = match carried.take() {
-            Some(slot) => slot,
-            None => match slots.recv().await {
-                Some(slot) => slot,
-                None => return,
-            },
+        let Some(first) = slots.recv().await else {
+            return;
         };
         let mut next = Some(first);
-        let mut may_wait = true;
         let mut reserved = 0;
         let mut failed = false;
         while let Some(slot) = next.take() {
@@ -79,6 +70,7 @@ pub(super) async fn write_loop(
                 api_key,
                 api_version,
                 reply,
+                answered,
                 reserved: slot_reserved,
                 timing,
             } = slot;
@@ -91,29 +83,15 @@ pub(super) async fn write_loop(
                     break;
                 }
                 Reply::Nothing => None,
-                Reply::Now(response) => Some((None, *response)),
-                Reply::Later(rx) if may_wait => match rx.await {
+                Reply::Now(response) => Some((answered, *response)),
+                // The reader answers parked requests before it reads on (see
+                // `connection::read_loop`), so this is only a safety net.
+                Reply::Later(rx) => match rx.await {
                     Ok(response) => Some((Some(Instant::now()), response)),
                     // The operation was dropped without answering (broker shutting down).
                     Err(_) => return,
                 },
-                Reply::Later(mut rx) => match rx.try_recv() {
-                    Ok(response) => Some((Some(Instant::now()), response)),
-                    Err(oneshot::error::TryRecvError::Empty) => {
-                        carried = Some(Slot {
-                            correlation_id,
-                            api_key,
-                            api_version,
-                            reply: Reply::Later(rx),
-                            reserved: slot_reserved,
-                            timing,
-                        });
-                        break;
-                    }
-                    Err(oneshot::error::TryRecvError::Closed) => return,
-                },
             };
-            may_wait = false;
             reserved += slot_reserved;
             match response {
                 None => finish(timing, None, Instant::now(), Outcome::NoResponse),
