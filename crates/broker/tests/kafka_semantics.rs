@@ -1,8 +1,9 @@
 //! Kafka semantics this broker once got wrong, each checked over the wire on a manual
 //! clock: the minimum ISR in force on small topics, one batch per partition, no
 //! auto-creation on Produce, Kafka's DelayedFetch byte counting, and the connection close
-//! after a failed `acks=0` produce. Each test failed against the broker before the change
-//! it guards (the commit before them is b22a826).
+//! after a failed `acks=0` produce, the log start offset of a refused produce. Each test
+//! failed against the broker before the change it guards (the commit before the first
+//! ones is b22a826; later ones say what the broker did before).
 //!
 //! On a manual clock a parked request never completes by itself, so "answered at once" is
 //! checked by reading with a generous real-time limit: the limit only turns a hang into a
@@ -269,4 +270,95 @@ async fn a_failed_acks_zero_produce_closes_the_connection_after_earlier_response
         after.is_err(),
         "nothing is answered after the failed acks=0 produce"
     );
+}
+
+/// Partition 0's (error, log start offset) in a Produce response.
+fn error_and_log_start(r: &kafka_protocol::messages::ProduceResponse) -> (i16, i64) {
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.log_start_offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_produce_carries_the_log_start_offset_where_kafka_answers_it() {
+    // Kafka 4.4 answers the partition's log start offset for what the log refuses (a
+    // sequence gap, a fenced epoch, too small an ISR, a batch its validation rejects) and
+    // -1 for what is refused before the log or as a bad batch (an unknown partition, two
+    // batches, magic 1, too large, a corrupt CRC). (Before: -1 for every error.)
+    let (tb, mut conn) = broker_with_topic(
+        "lso",
+        1,
+        &[
+            ("min.insync.replicas", "1"),
+            ("retention.bytes", "4096"),
+            ("max.message.bytes", "2000"),
+        ],
+    )
+    .await;
+    for _ in 0..20 {
+        let r = conn
+            .send(&produce("lso", 1, 1000, batch(1, 500, None)), 9)
+            .await
+            .unwrap();
+        assert_eq!(partition_result(&r).0, 0);
+    }
+    let log_start = tb
+        .rm()
+        .partition("lso", 0)
+        .unwrap()
+        .lock()
+        .log_start_offset();
+    assert!(log_start > 0, "retention moved the log start");
+    let send = |records: Bytes| produce("lso", 1, 1000, records);
+
+    let (pid, epoch) = (4242, 3);
+    let first = BatchBuilder::new(1).producer(pid, epoch, 0).bytes();
+    let r = conn.send(&send(first), 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (0, log_start));
+    let gap = BatchBuilder::new(1).producer(pid, epoch, 5).bytes();
+    let r = conn.send(&send(gap), 9).await.unwrap();
+    assert_eq!(
+        error_and_log_start(&r),
+        (45, log_start),
+        "OUT_OF_ORDER_SEQUENCE"
+    );
+    let fenced = BatchBuilder::new(1).producer(pid, epoch - 1, 1).bytes();
+    let r = conn.send(&send(fenced), 9).await.unwrap();
+    assert_eq!(
+        error_and_log_start(&r),
+        (47, log_start),
+        "INVALID_PRODUCER_EPOCH"
+    );
+
+    let r = conn.send(&send(batch(1, 3000, None)), 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (10, -1), "MESSAGE_TOO_LARGE");
+    let mut corrupt = bytes::BytesMut::from(&batch(1, 10, None)[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let r = conn.send(&send(corrupt.freeze()), 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (2, -1), "CORRUPT_MESSAGE");
+    let mut magic_one = bytes::BytesMut::from(&batch(1, 10, None)[..]);
+    magic_one[16] = 1;
+    let r = conn.send(&send(magic_one.freeze()), 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (INVALID_RECORD, -1), "magic 1");
+    let two = Bytes::from([batch(1, 10, None), batch(1, 10, None)].concat());
+    let r = conn.send(&send(two), 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (INVALID_RECORD, -1), "two batches");
+    let mut unknown = send(batch(1, 10, None));
+    unknown.topic_data[0].partition_data[0].index = 7;
+    let r = conn.send(&unknown, 9).await.unwrap();
+    assert_eq!(error_and_log_start(&r), (UNKNOWN_TOPIC_OR_PARTITION, -1));
+
+    // Too small an ISR: replica 2 never fetches, so it leaves the ISR once the leader has
+    // written past it and replica.lag.time.max.ms (30 s, checked every 15 s) has passed.
+    create(&mut conn, "lso-rf2", 2, &[]).await;
+    conn.send(&produce("lso-rf2", 1, 1000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    tb.rm().timer.advance_by(45_000);
+    assert_eq!(tb.isr("lso-rf2", 0), vec![1]);
+    let r = conn
+        .send(&produce("lso-rf2", -1, 1000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    assert_eq!(error_and_log_start(&r), (NOT_ENOUGH_REPLICAS, 0));
 }

@@ -5,8 +5,8 @@
 //! manager sees a request:
 //! - transactions are not supported: TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 //! - Produce v3+ carries exactly one record batch per partition (a retried idempotent
-//!   batch is only recognisable alone): anything else is INVALID_RECORD for that partition,
-//!   which is not appended;
+//!   batch is only recognisable alone), of magic 2: anything else is INVALID_RECORD for
+//!   that partition, which is not appended;
 //! - zstd-compressed batches need Produce v7+ (UNSUPPORTED_COMPRESSION_TYPE).
 //!
 //! Everything about `acks`, the ISR and the wait for the high watermark happens below, in
@@ -20,7 +20,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
 use kafka_protocol::ResponseError;
-use replog::batch::RecordBatches;
+use replog::batch::{RecordBatches, MAGIC_V2};
 use tokio::sync::oneshot;
 
 use super::{sb, Reply, RequestContext};
@@ -84,8 +84,10 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: ProduceReques
     Reply::from_callback(rx)
 }
 
-/// Checks a partition's `records` field: present, exactly one whole record batch, and a
-/// compression codec this request version may use.
+/// Checks a partition's `records` field: present, exactly one whole record batch of
+/// magic 2, and a compression codec this request version may use. (Kafka's `KafkaApis`
+/// checks these before the log sees the batch, so, unlike the log's own refusals, the
+/// answer carries no log start offset.)
 fn check_records(records: Option<&Bytes>, api_version: i16) -> Result<(), ProducePartitionResult> {
     let invalid = |why: String| ProducePartitionResult::error(ResponseError::InvalidRecord, why);
     let records = records.ok_or_else(|| invalid("no records".into()))?;
@@ -95,6 +97,12 @@ fn check_records(records: Option<&Bytes>, api_version: i16) -> Result<(), Produc
         Some(Err(framing)) => return Err(invalid(framing.to_string())),
         None => return Err(invalid("no records".into())),
     };
+    if first.header.magic != MAGIC_V2 {
+        return Err(invalid(format!(
+            "Produce v{api_version} may only carry record batches of magic 2, not {}",
+            first.header.magic
+        )));
+    }
     if batches.next().is_some() {
         return Err(invalid(
             "Produce v3+ must carry exactly one record batch per partition".into(),

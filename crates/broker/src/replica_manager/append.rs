@@ -15,6 +15,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
+use replog::AppendError;
 use tracing::debug;
 
 use super::ReplicaManager;
@@ -160,7 +161,7 @@ impl ReplicaManager {
                     self.log_memory.add(info.bytes);
                 }
                 set_current_offset(log.log_end_offset());
-                appended
+                appended.map_err(|e| (e, log.log_start_offset()))
             })
         });
         match appended {
@@ -174,11 +175,32 @@ impl ReplicaManager {
                     log_start_offset: info.log_start_offset,
                 },
             },
-            Err(e) => {
+            Err((e, log_start_offset)) => {
                 debug!(%tp, error = %e, "append refused");
-                failed(tp, e.error(), e.to_string())
+                let mut status = failed(tp, e.error(), e.to_string());
+                if answers_log_start_offset(&e) {
+                    status.result.log_start_offset = log_start_offset;
+                }
+                status
             }
         }
+    }
+}
+
+/// Whether a refused append's answer carries the partition's log start offset. Kafka's
+/// `appendToLocalLog` answers -1 for the errors it expects of a bad request or partition
+/// (unknown partition, not the leader, record or batch too large, corrupt batch, storage
+/// error: and so do the checks before it, such as `INVALID_REQUIRED_ACKS` or the
+/// handler's `INVALID_RECORD`), and the partition's log start offset for every other
+/// error of the append: out-of-order sequence, fenced producer epoch, too small an ISR,
+/// a batch the log's validation refuses. Measured against Kafka 4.4 for each error here.
+fn answers_log_start_offset(e: &AppendError) -> bool {
+    match e {
+        AppendError::CorruptMessage { .. } | AppendError::MessageTooLarge { .. } => false,
+        AppendError::InvalidRecord { .. }
+        | AppendError::OutOfOrderSequence { .. }
+        | AppendError::InvalidProducerEpoch { .. }
+        | AppendError::NotEnoughReplicas { .. } => true,
     }
 }
 

@@ -3,7 +3,15 @@
 
 use anyhow::Result;
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::InitProducerIdRequest;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
+};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use kafka_protocol::ResponseError;
 
 use super::{
@@ -12,7 +20,7 @@ use super::{
     LIST_OFFSETS_VERSION, PRODUCE_VERSION,
 };
 use crate::observe::Observation;
-use crate::target::{Target, LEADER};
+use crate::target::{topic_name, Kind, Target, LEADER};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -46,9 +54,33 @@ pub fn scenarios() -> Vec<Scenario> {
             idempotent_first_gap
         ),
         scenario!(
+            "produce/idempotent higher epoch not at sequence 0, and the old epoch fenced",
+            true,
+            idempotent_new_epoch
+        ),
+        scenario!("produce/corrupt batch (bad CRC)", true, corrupt_batch),
+        scenario!("produce/control batch from a client", true, control_batch),
+        scenario!("produce/batch with magic 1", true, magic_one),
+        scenario!("produce/to an internal topic", true, internal_topic),
+        scenario!(
+            "produce/acks=-1 to a topic with one replica",
+            true,
+            acks_all_one_replica
+        ),
+        scenario!(
+            "produce/acks=-1 with min.insync.replicas above the replication factor",
+            true,
+            acks_all_min_isr_above_replicas
+        ),
+        scenario!(
             "produce/acks=-1 with the followers stopped",
             true,
             acks_all_followers_stopped
+        ),
+        scenario!(
+            "produce/acks=-1 while the ISR is below min.insync.replicas",
+            false,
+            acks_all_isr_below_min
         ),
         scenario!(
             "init_producer_id/empty transactional id",
@@ -286,6 +318,175 @@ async fn idempotent_first_gap(t: &mut Target, c: &Ctx) -> Result<Observation> {
     Ok(o)
 }
 
+async fn idempotent_new_epoch(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("p");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let (pid, epoch) = init_producer_id(t, &mut o).await?;
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 0, 3)).await?;
+    see_produce(&mut o, "first.", &p);
+    // An idempotent producer bumps its own epoch (KIP-360) and starts again at 0.
+    let next = epoch + 1;
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, next, 3, 1)).await?;
+    see_produce(&mut o, "new_epoch_at_3.", &p);
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, next, 0, 1)).await?;
+    see_produce(&mut o, "new_epoch_at_0.", &p);
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 3, 1)).await?;
+    see_produce(&mut o, "old_epoch.", &p);
+    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
+    Ok(o)
+}
+
+async fn corrupt_batch(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("p");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    // The last byte is the record's value: covered by the CRC, not by the framing.
+    let mut bytes = BytesMut::from(&values("a", 1)[..]);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, bytes.freeze()).await?;
+    see_produce(&mut o, "", &p);
+    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
+    Ok(o)
+}
+
+async fn magic_one(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("p");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    // The magic byte sits at offset 16 in every message format.
+    let mut bytes = BytesMut::from(&values("a", 1)[..]);
+    bytes[16] = 1;
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, bytes.freeze()).await?;
+    see_produce(&mut o, "", &p);
+    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
+    Ok(o)
+}
+
+/// One control record (an abort marker's shape) in a v2 batch, which only brokers may write.
+fn control_records() -> Result<Bytes> {
+    let record = Record {
+        transactional: false,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: now_ms(),
+        key: Some(Bytes::from_static(&[0, 0, 0, 0])),
+        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options)?;
+    Ok(buf.freeze())
+}
+
+async fn control_batch(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("p");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, control_records()?).await?;
+    see_produce(&mut o, "", &p);
+    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
+    Ok(o)
+}
+
+async fn internal_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    // Both create __consumer_offsets on the first FindCoordinator.
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![crate::target::name(&c.group("g"))]);
+    t.leader(&req, 4).await?;
+    t.wait_replicated(&["__consumer_offsets"]).await?;
+    let mut o = Observation::new();
+    let (p, _) = produce(t, "__consumer_offsets", 0, 1, 30_000, values("a", 1)).await?;
+    see_produce(&mut o, "", &p);
+    Ok(o)
+}
+
+/// Creates `topic` with one partition on `replicas` replicas led by node 1 (on Kafka, by an
+/// explicit assignment of nodes 1, 2, ...) and `configs`; returns CreateTopics' error.
+async fn create_with_replicas(
+    t: &mut Target,
+    topic: &str,
+    replicas: i16,
+    configs: &[(&str, &str)],
+) -> Result<i16> {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(crate::target::name(k))
+                .with_value(Some(crate::target::name(v)))
+        })
+        .collect();
+    let creatable = CreatableTopic::default()
+        .with_name(topic_name(topic))
+        .with_configs(configs);
+    let creatable = match t.kind {
+        Kind::Kafka => creatable
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids((1..=i32::from(replicas)).map(BrokerId).collect())]),
+        Kind::Ours => creatable
+            .with_num_partitions(1)
+            .with_replication_factor(replicas),
+    };
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![creatable])
+        .with_timeout_ms(30_000);
+    let resp = t.leader(&req, 7).await?;
+    let code = resp.topics.first().map_or(-1, |r| r.error_code);
+    if code == 0 {
+        t.wait_in_sync(&[topic]).await?;
+    }
+    Ok(code)
+}
+
+async fn acks_all_one_replica(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("rf1");
+    let mut o = Observation::new();
+    // The cluster's min.insync.replicas is 2 on both.
+    o.error(
+        "create.error",
+        create_with_replicas(t, &topic, 1, &[]).await?,
+    );
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
+    see_produce(&mut o, "", &p);
+    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
+    Ok(o)
+}
+
+async fn acks_all_min_isr_above_replicas(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("minisr4");
+    let mut o = Observation::new();
+    let created = create_with_replicas(t, &topic, 3, &[("min.insync.replicas", "4")]).await?;
+    o.error("create.error", created);
+    if created != 0 {
+        return Ok(o);
+    }
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
+    see_produce(&mut o, "", &p);
+    let (p, _) = produce(t, &topic, 0, 1, 30_000, values("b", 1)).await?;
+    see_produce(&mut o, "acks_1.", &p);
+    o.set(
+        "high_watermark.after",
+        wait_high_watermark(t, &topic, 0, 3).await?,
+    );
+    Ok(o)
+}
+
 async fn acks_all_followers_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("p");
     t.create_topic(&topic, 1, &[]).await?;
@@ -303,6 +504,56 @@ async fn acks_all_followers_stopped(t: &mut Target, c: &Ctx) -> Result<Observati
         wait_high_watermark(t, &topic, 0, 3).await?,
     );
     Ok(o)
+}
+
+/// With the followers stopped until the leader has dropped them from the ISR (Kafka's
+/// controller fences them after its session timeout; ours drops them after
+/// replica.lag.time.max.ms), an acks=-1 produce is refused before it is appended.
+async fn acks_all_isr_below_min(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("p");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
+    see_produce(&mut o, "before.", &p);
+    t.stop_followers().await?;
+    let stopped = isr_below_min_part(t, &topic, &mut o).await;
+    t.resume_followers().await?;
+    t.wait_in_sync(&[&topic]).await?;
+    stopped?;
+    Ok(o)
+}
+
+async fn isr_below_min_part(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
+    // A follower whose log end is the leader's counts as caught up however long it has
+    // not fetched: write past it, so that the leader's own ISR check can drop it too.
+    let (p, _) = produce(t, topic, 0, 1, 30_000, values("b", 1)).await?;
+    see_produce(o, "acks_1.", &p);
+    // Kafka's Metadata shows the smaller ISR a moment before its partition applies it. An
+    // acks=-1 control batch is a probe that appends nothing either way: the ISR check comes
+    // first (NOT_ENOUGH_REPLICAS), the batch's validation after (INVALID_RECORD).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let (p, _) = produce(t, topic, 0, -1, 30_000, control_records()?).await?;
+        if p.error_code == ResponseError::NotEnoughReplicas.code()
+            || std::time::Instant::now() > deadline
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let meta = t.metadata(&[topic]).await?;
+    let isr: Vec<String> = meta
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map(|p| p.isr_nodes.iter().map(|n| n.0.to_string()).collect())
+        .unwrap_or_default();
+    o.set("stopped.isr", isr.join(","));
+    let (p, took) = produce(t, topic, 0, -1, 2_000, values("c", 1)).await?;
+    see_produce(o, "stopped.", &p);
+    o.set("stopped.answered", timing(took, 2_000));
+    o.set("stopped.high_watermark", high_watermark(t, topic, 0).await?);
+    Ok(())
 }
 
 async fn stopped_part(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
