@@ -362,3 +362,32 @@ async fn a_refused_produce_carries_the_log_start_offset_where_kafka_answers_it()
         .unwrap();
     assert_eq!(error_and_log_start(&r), (NOT_ENOUGH_REPLICAS, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request() {
+    // Kafka 4.4 answers INVALID_REQUEST for "" (not null); a real transactional id is
+    // still unsupported here. (Before: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for both.)
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let ask = |id: Option<&str>| {
+        InitProducerIdRequest::default()
+            .with_transactional_id(
+                id.map(|s| kafka_protocol::protocol::StrBytes::from_string(s.into()).into()),
+            )
+            .with_transaction_timeout_ms(60_000)
+    };
+    let empty = conn.send(&ask(Some("")), 4).await.unwrap();
+    assert_eq!(
+        (empty.error_code, empty.producer_id.0),
+        (42, -1),
+        "INVALID_REQUEST"
+    );
+    let named = conn.send(&ask(Some("tx")), 4).await.unwrap();
+    assert_eq!(
+        named.error_code, 53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    );
+    let idempotent = conn.send(&ask(None), 4).await.unwrap();
+    assert_eq!(idempotent.error_code, 0);
+    assert!(idempotent.producer_id.0 >= 0);
+}

@@ -4,7 +4,9 @@
 //! batch carries (producer id, epoch, base sequence). The partition log remembers the last
 //! five batches per producer, so a retried batch is acknowledged with its original offset
 //! instead of being written twice. KIP-360 (v3+): a producer that hit an error may present
-//! its current id and epoch and get the epoch bumped. Transactions are not supported.
+//! its current id and epoch and get the epoch bumped. Transactions are not supported: a
+//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and an empty
+//! one (`""`, not null) with INVALID_REQUEST, as Kafka's coordinator answers it.
 
 use std::sync::Arc;
 
@@ -23,13 +25,20 @@ pub fn handle(
     req: InitProducerIdRequest,
 ) -> ResponseKind {
     let response = InitProducerIdResponse::default();
-    if req.transactional_id.is_some() {
-        return ResponseKind::InitProducerId(
-            response
-                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+    let refused = |error: ResponseError| {
+        ResponseKind::InitProducerId(
+            InitProducerIdResponse::default()
+                .with_error_code(error.code())
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1),
-        );
+        )
+    };
+    match req.transactional_id.as_ref().map(|id| id.as_str()) {
+        None => {}
+        // Kafka's transaction coordinator refuses an empty (not null) transactional id as
+        // a malformed request before anything else.
+        Some("") => return refused(ResponseError::InvalidRequest),
+        Some(_) => return refused(ResponseError::TransactionalIdAuthorizationFailed),
     }
     let result = if ctx.api_version >= 3 && req.producer_id.0 >= 0 {
         rm.producer_ids
