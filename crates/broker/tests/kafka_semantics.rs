@@ -391,3 +391,39 @@ async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request()
     assert_eq!(idempotent.error_code, 0);
     assert!(idempotent.producer_id.0 >= 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_answered_with_an_error_carries_no_offsets() {
+    // Kafka 4.4 answers -1 for the high watermark, last stable offset and log start of a
+    // partition answered with an error, OFFSET_OUT_OF_RANGE included. (Before: the
+    // partition's real offsets beside OFFSET_OUT_OF_RANGE.)
+    let (_tb, mut conn) = broker_with_topic("no-offsets", 1, &[("min.insync.replicas", "1")]).await;
+    conn.send(&produce("no-offsets", 1, 1000, batch(3, 10, None)), 9)
+        .await
+        .unwrap();
+    let offsets = |r: &kafka_protocol::messages::FetchResponse| {
+        let p = &r.responses[0].partitions[0];
+        (
+            p.error_code,
+            p.high_watermark,
+            p.last_stable_offset,
+            p.log_start_offset,
+        )
+    };
+    let fetch = |offset: i64| consumer_fetch("no-offsets", offset, 0, 1 << 20, 1 << 20);
+    let r = conn.send(&fetch(1), 12).await.unwrap();
+    assert_eq!(offsets(&r), (0, 3, 3, 0), "a good answer has them");
+    for offset in [4, -1, i64::MAX] {
+        let r = conn.send(&fetch(offset), 12).await.unwrap();
+        assert_eq!(
+            offsets(&r),
+            (1, -1, -1, -1),
+            "OFFSET_OUT_OF_RANGE at {offset}"
+        );
+        assert!(r.responses[0].partitions[0].records.is_none());
+    }
+    let mut unknown = fetch(0);
+    unknown.topics[0].partitions[0].partition = 5;
+    let r = conn.send(&unknown, 12).await.unwrap();
+    assert_eq!(offsets(&r), (UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1));
+}

@@ -11,8 +11,10 @@ use common::{
 use followersim::wire::KafkaConnection;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, ProduceRequest,
+    ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, ProduceRequest,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +209,18 @@ async fn retention_bytes_bounds_a_partition_and_old_offsets_go_out_of_range() {
         data.error_code, 1,
         "OFFSET_OUT_OF_RANGE below the log start"
     );
-    assert_eq!(data.log_start_offset, log_start);
+    // As in Kafka, the error answer carries no offsets; the consumer resets through
+    // ListOffsets, which finds the new log start.
+    assert_eq!(data.log_start_offset, -1);
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("retained"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-2)])]);
+    let response = conn.send(&earliest, 7).await.unwrap();
+    assert_eq!(response.topics[0].partitions[0].offset, log_start);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,8 @@
 //! as a `DelayedFetch` — is the replica manager's business (see
 //! [`crate::replica_manager`]'s `fetch` module and [`crate::delayed::fetch`]).
 //!
-//! The one thing decided here is about the wire: this broker never creates fetch sessions
+//! Two things are decided here, both about the wire. A partition answered with an error
+//! carries -1 for its offsets, as Kafka's. And this broker never creates fetch sessions
 //! (KIP-227). It answers `session_id` 0, which a client takes as "send full requests", so
 //! an incremental fetch names a session we don't know: FETCH_SESSION_ID_NOT_FOUND.
 
@@ -89,12 +90,16 @@ fn build_response(
                 .by_ref()
                 .take(count)
                 .map(|(tp, data)| {
+                    // Kafka's `readFromLog` answers a partition that failed, whatever the
+                    // error (OFFSET_OUT_OF_RANGE too), with unknown offsets: -1 for the
+                    // high watermark, the last stable offset and the log start.
+                    let offset = |known: i64| if data.error.is_some() { -1 } else { known };
                     PartitionData::default()
                         .with_partition_index(tp.partition)
                         .with_error_code(data.error.map_or(0, |e| e.code()))
-                        .with_high_watermark(data.high_watermark)
-                        .with_last_stable_offset(data.last_stable_offset)
-                        .with_log_start_offset(data.log_start_offset)
+                        .with_high_watermark(offset(data.high_watermark))
+                        .with_last_stable_offset(offset(data.last_stable_offset))
+                        .with_log_start_offset(offset(data.log_start_offset))
                         .with_preferred_read_replica((-1).into())
                         .with_records(data.records)
                 })

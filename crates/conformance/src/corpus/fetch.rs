@@ -139,6 +139,9 @@ async fn above_log_end(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, 100)).await?;
     see_fetch(&mut o, "consumer.", &p, took, 3_000);
+    // Replica 2 is a follower on both: past the leader's log end it is out of range too.
+    let (p, took) = fetch(t, &fetch_request(2, 3_000, 1, &topic, 0, 100)).await?;
+    see_fetch(&mut o, "follower_2.", &p, took, 3_000);
     Ok(o)
 }
 
