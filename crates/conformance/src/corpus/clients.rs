@@ -31,7 +31,7 @@ pub const STOPPED_FOR: Duration = Duration::from_secs(20);
 pub fn scenarios() -> Vec<Scenario> {
     vec![scenario!(
         "clients/librdkafka commits while the followers are stopped",
-        false,
+        true,
         commit_sequence
     )]
 }
@@ -169,12 +169,19 @@ fn consumer_thread(
                 });
             }
             Step::Finish => {
-                let assigned = consumer
-                    .assignment()
-                    .map(|l| l.elements().iter().map(|e| e.partition()).collect())
-                    .unwrap_or_default();
-                let _ = reports.send(Report::Assignment(assigned));
-                return;
+                // The group recovers: the consumer gets its partition back from the
+                // rebalance its lost session caused (within a minute), and can commit.
+                let assigned = |c: &BaseConsumer<LogLines>| -> Vec<i32> {
+                    c.assignment()
+                        .map(|l| l.elements().iter().map(|e| e.partition()).collect())
+                        .unwrap_or_default()
+                };
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while assigned(&consumer).is_empty() && Instant::now() < deadline {
+                    let _ = consumer.poll(Duration::from_millis(100));
+                }
+                let _ = reports.send(Report::Assignment(assigned(&consumer)));
+                continue;
             }
         }
     }
@@ -255,10 +262,11 @@ async fn commit_sequence(t: &mut Target, c: &Ctx) -> Result<Observation> {
         t.wait_replicated(&["__consumer_offsets", &topic]).await?;
         commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_resumed").await?;
         step_tx.send(Step::Finish).map_err(|_| anyhow!("the consumer thread ended"))?;
-        match next_report(&mut report_rx, Duration::from_secs(30)).await? {
-            Report::Assignment(a) => o.set("assignment_at_end", format!("{a:?}")),
+        match next_report(&mut report_rx, Duration::from_secs(90)).await? {
+            Report::Assignment(a) => o.set("assignment_after_rebalance", format!("{a:?}")),
             other => bail!("expected the assignment, got {other:?}"),
         };
+        commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_after_rebalance").await?;
         // librdkafka hands its log lines over when the application polls, late and in
         // bursts, so they are counted over the whole sequence, not timed.
         let count = |needle: &str| log.count(began, Instant::now(), needle);
