@@ -427,3 +427,65 @@ async fn a_fetch_answered_with_an_error_carries_no_offsets() {
     let r = conn.send(&unknown, 12).await.unwrap();
     assert_eq!(offsets(&r), (UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1));
 }
+
+/// ListOffsets of partition 0 of `topic`: (error, offset, timestamp, leader epoch).
+async fn list_offset(
+    conn: &mut KafkaConnection,
+    topic: &str,
+    replica_id: i32,
+    isolation: i8,
+    timestamp: i64,
+) -> (i16, i64, i64, i32) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::ListOffsetsRequest;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(replica_id.into())
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(common::name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(timestamp)])]);
+    let r = conn.send(&request, 7).await.unwrap();
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp, p.leader_epoch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_reads_the_whole_log_for_replicas_and_answers_no_epoch_when_nothing_is_found()
+{
+    // Kafka 4.4: any replica id but -1 gets the log end for "latest" and lookups over the
+    // whole log, whatever isolation level it names; a lookup that finds nothing answers
+    // leader epoch -1. (Before: the high watermark for everyone, and epoch 0.)
+    let (_tb, mut conn) = broker_with_topic("lo", 3, &[]).await;
+    // No follower fetches: the record stays above the high watermark (0); the log end is 1.
+    let record = BatchBuilder::new(1).timestamp(9_000).bytes();
+    conn.send(&produce("lo", 1, 1000, record), 9).await.unwrap();
+    let c = &mut conn;
+    for isolation in [0, 1] {
+        assert_eq!(list_offset(c, "lo", -1, isolation, -1).await, (0, 0, -1, 0));
+        // The only record, with the largest timestamp, is not committed: nothing found.
+        assert_eq!(
+            list_offset(c, "lo", -1, isolation, -3).await,
+            (0, -1, -1, -1)
+        );
+        assert_eq!(
+            list_offset(c, "lo", -1, isolation, 5_000).await,
+            (0, -1, -1, -1)
+        );
+    }
+    for (replica_id, isolation) in [(-2, 0), (-2, 1), (2, 0)] {
+        let (r, i) = (replica_id, isolation);
+        assert_eq!(
+            list_offset(c, "lo", r, i, -1).await,
+            (0, 1, -1, 0),
+            "log end"
+        );
+        assert_eq!(list_offset(c, "lo", r, i, -3).await, (0, 0, 9_000, 0));
+        assert_eq!(list_offset(c, "lo", r, i, 5_000).await, (0, 0, 9_000, 0));
+    }
+    // Earliest is found for everyone; a timestamp above every record by no one.
+    assert_eq!(list_offset(c, "lo", -1, 0, -2).await, (0, 0, -1, 0));
+    assert_eq!(list_offset(c, "lo", -2, 0, 10_000).await, (0, -1, -1, -1));
+}

@@ -2,8 +2,13 @@
 //!
 //! Special timestamps: -1 (latest) answers the high watermark — the end of what a consumer
 //! may read, not the log end; -2 (earliest) answers the log start offset; -3 (v7+, max
-//! timestamp) answers the batch holding the largest timestamp. Any other timestamp answers
-//! the first batch whose records reach it, or -1 if none does.
+//! timestamp) answers the record with the largest timestamp. Any other timestamp answers
+//! the first record that reaches it. Nothing found: offset, timestamp and leader epoch -1.
+//!
+//! Only `replica_id` -1 is a consumer. Any other (a follower, or -2, Kafka's "debugging"
+//! replica that tools use) reads the whole log: "latest" is the log end offset and the
+//! lookups reach records not yet replicated, whatever isolation level it names — as in
+//! Kafka, which applies isolation to client requests only.
 //!
 //! A partition named more than once in one request is answered INVALID_REQUEST for each
 //! time, as Kafka's broker does: which of its answers would a client believe?
@@ -17,8 +22,13 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
+use replog::ReadBound;
+
 use super::RequestContext;
 use crate::replica_manager::ReplicaManager;
+
+/// The replica id of a consumer's ListOffsets (Kafka's `CONSUMER_REPLICA_ID`).
+const CONSUMER_REPLICA_ID: i32 = -1;
 
 /// Handles a ListOffsets request.
 pub fn handle(
@@ -36,6 +46,13 @@ pub fn handle(
     }
     let duplicated =
         |topic: &str, partition: i32| asked.get(&(topic, partition)).is_some_and(|&n| n > 1);
+    // read_committed would bound a consumer at the last stable offset, which is the high
+    // watermark here (no transactions).
+    let bound = if req.replica_id.0 == CONSUMER_REPLICA_ID {
+        ReadBound::HighWatermark
+    } else {
+        ReadBound::LogEnd
+    };
     let topics = req
         .topics
         .iter()
@@ -56,6 +73,7 @@ pub fn handle(
                         &topic.name.0,
                         p.partition_index,
                         p.timestamp,
+                        bound,
                     ) {
                         Ok(found) => {
                             let answer = base

@@ -45,7 +45,7 @@ pub use append::AppendOrigin;
 use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::ResponseError;
-use replog::Partition;
+use replog::{Partition, ReadBound};
 use timewheel::{Purgatory, PurgatoryConfig, Timer, TimerConfig};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -64,15 +64,16 @@ use producer_ids::ProducerIdManager;
 pub struct OffsetAndTimestamp {
     /// The offset (-1 if no record matches).
     pub offset: i64,
-    /// The record's timestamp (-1 for the special offsets).
+    /// The record's timestamp (-1 for the special offsets, or if no record matches).
     pub timestamp: i64,
-    /// The partition's leader epoch.
+    /// The partition's leader epoch (-1 if no record matches).
     pub leader_epoch: i32,
 }
 
 /// ListOffsets' special timestamps.
 pub mod list_offsets {
-    /// The high watermark: the end of what a consumer may read.
+    /// The end of what the reader may read: the high watermark for a consumer, the log
+    /// end for a replica.
     pub const LATEST: i64 = -1;
     /// The log start offset.
     pub const EARLIEST: i64 = -2;
@@ -261,27 +262,44 @@ impl ReplicaManager {
     }
 
     /// ListOffsets: the offset for `timestamp` (or one of the special
-    /// [`list_offsets`] timestamps) in a partition.
+    /// [`list_offsets`] timestamps) in a partition, as seen by a reader with `bound`:
+    /// consumers see up to the high watermark (read_committed up to the last stable
+    /// offset, the same here: no transactions), and any other replica id — a follower, or
+    /// Kafka's debugging replica -2 — the whole log, whatever isolation it asks for
+    /// (Kafka's `fetchOffsetForTimestamp` with no isolation level). "Latest" is the
+    /// bound's end; a timestamp that finds no record answers offset, timestamp and leader
+    /// epoch -1.
     pub fn fetch_offset_for_timestamp(
         &self,
         topic: &str,
         partition: i32,
         timestamp: i64,
+        bound: ReadBound,
     ) -> Result<OffsetAndTimestamp, ResponseError> {
         let handle = self
             .partition(topic, partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         let log = handle.lock();
-        let (offset, timestamp) = match timestamp {
-            list_offsets::LATEST => (log.high_watermark(), -1),
-            list_offsets::EARLIEST => (log.log_start_offset(), -1),
-            list_offsets::MAX_TIMESTAMP => log.offset_for_max_timestamp().unwrap_or((-1, -1)),
-            ts => log.offset_for_timestamp(ts).unwrap_or((-1, -1)),
+        let found = match timestamp {
+            list_offsets::LATEST => Some(match bound {
+                ReadBound::HighWatermark => (log.high_watermark(), -1),
+                ReadBound::LogEnd => (log.log_end_offset(), -1),
+            }),
+            list_offsets::EARLIEST => Some((log.log_start_offset(), -1)),
+            list_offsets::MAX_TIMESTAMP => log.offset_for_max_timestamp(bound),
+            ts => log.offset_for_timestamp(ts, bound),
         };
-        Ok(OffsetAndTimestamp {
-            offset,
-            timestamp,
-            leader_epoch: log.leader_epoch(),
+        Ok(match found {
+            Some((offset, timestamp)) => OffsetAndTimestamp {
+                offset,
+                timestamp,
+                leader_epoch: log.leader_epoch(),
+            },
+            None => OffsetAndTimestamp {
+                offset: -1,
+                timestamp: -1,
+                leader_epoch: -1,
+            },
         })
     }
 

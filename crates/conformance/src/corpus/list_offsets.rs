@@ -4,8 +4,7 @@
 use anyhow::Result;
 
 use super::{
-    batch, list_offset, list_offset_with, list_offsets_request, produce, scenario, values, Ctx,
-    Rec, Scenario,
+    batch, list_offsets_request, produce, scenario, Ctx, Rec, Scenario, LIST_OFFSETS_VERSION,
 };
 use crate::observe::Observation;
 use crate::target::Target;
@@ -76,7 +75,8 @@ async fn by_timestamp(t: &mut Target, c: &Ctx) -> Result<Observation> {
         ("ts_4000", 4_000),
         ("ts_6000", 6_000),
     ] {
-        see(&mut o, key, list_offset(t, &topic, 0, ts).await?);
+        let req = list_offsets_request(-1, 0, &topic, 0, ts);
+        see_epoch(&mut o, key, t, &req).await?;
     }
     Ok(o)
 }
@@ -91,7 +91,8 @@ async fn empty_partition(t: &mut Target, c: &Ctx) -> Result<Observation> {
         ("max_timestamp", -3),
         ("ts_1000", 1_000),
     ] {
-        see(&mut o, key, list_offset(t, &topic, 0, ts).await?);
+        let req = list_offsets_request(-1, 0, &topic, 0, ts);
+        see_epoch(&mut o, key, t, &req).await?;
     }
     Ok(o)
 }
@@ -99,14 +100,27 @@ async fn empty_partition(t: &mut Target, c: &Ctx) -> Result<Observation> {
 async fn unknown_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("never-created");
     let mut o = Observation::new();
-    see(&mut o, "latest", list_offset(t, &topic, 0, -1).await?);
+    let req = list_offsets_request(-1, 0, &topic, 0, -1);
+    see_epoch(&mut o, "latest", t, &req).await?;
     Ok(o)
 }
 
 async fn latest_above_high_watermark(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("lo");
     t.create_topic(&topic, 1, &[]).await?;
-    produce(t, &topic, 0, -1, 30_000, values("r", 2)).await?;
+    let replicated = [
+        Rec {
+            key: "k",
+            value: "a",
+            timestamp: 1_000,
+        },
+        Rec {
+            key: "k",
+            value: "b",
+            timestamp: 2_000,
+        },
+    ];
+    produce(t, &topic, 0, -1, 30_000, batch(&replicated)).await?;
     let mut o = Observation::new();
     t.stop_followers().await?;
     let seen = latest_stopped(t, &topic, &mut o).await;
@@ -117,21 +131,41 @@ async fn latest_above_high_watermark(t: &mut Target, c: &Ctx) -> Result<Observat
 }
 
 async fn latest_stopped(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
-    // The log end is 3, the high watermark 2.
-    produce(t, topic, 0, 1, 30_000, values("unreplicated", 1)).await?;
-    see(o, "consumer_latest", list_offset(t, topic, 0, -1).await?);
-    let committed = list_offsets_request(-1, 1, topic, 0, -1);
-    see(
-        o,
-        "read_committed_latest",
-        list_offset_with(t, &committed).await?,
-    );
-    // Replica id -2 is Kafka's "debugging" consumer, which gets the log end.
-    let debug = list_offsets_request(-2, 0, topic, 0, -1);
-    see(
-        o,
-        "debug_replica_latest",
-        list_offset_with(t, &debug).await?,
-    );
+    // The log end is 3, the high watermark 2; the unreplicated record has the largest
+    // timestamp.
+    let unreplicated = [Rec {
+        key: "k",
+        value: "unreplicated",
+        timestamp: 9_000,
+    }];
+    produce(t, topic, 0, 1, 30_000, batch(&unreplicated)).await?;
+    // Replica id -2 is Kafka's "debugging" consumer; 2 is a follower's id.
+    for (who, replica_id, isolation) in [
+        ("consumer", -1, 0),
+        ("read_committed", -1, 1),
+        ("debug_replica", -2, 0),
+        ("follower_2", 2, 0),
+    ] {
+        for (what, timestamp) in [("latest", -1), ("max_timestamp", -3), ("ts_5000", 5_000)] {
+            let req = list_offsets_request(replica_id, isolation, topic, 0, timestamp);
+            see_epoch(o, &format!("{who}_{what}"), t, &req).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Records the answer to `req` under `key`, with its leader epoch.
+async fn see_epoch(
+    o: &mut Observation,
+    key: &str,
+    t: &mut Target,
+    req: &kafka_protocol::messages::ListOffsetsRequest,
+) -> Result<()> {
+    let resp = t.leader(req, LIST_OFFSETS_VERSION).await?;
+    let Some(p) = resp.topics.into_iter().flat_map(|t| t.partitions).next() else {
+        anyhow::bail!("the ListOffsets answer names no partition");
+    };
+    see(o, key, (p.error_code, p.offset, p.timestamp));
+    o.set(format!("{key}.leader_epoch"), p.leader_epoch);
     Ok(())
 }

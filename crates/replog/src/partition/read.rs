@@ -111,44 +111,50 @@ impl Partition {
         usize::try_from(end_position - first.position).unwrap_or(usize::MAX)
     }
 
-    /// The batches a consumer may see: those entirely below the HW.
-    fn committed_batches(&self) -> impl Iterator<Item = &StoredBatch> + '_ {
+    /// The batches a reader with this bound may see: those entirely below it.
+    fn visible_batches(&self, bound: ReadBound) -> impl Iterator<Item = &StoredBatch> + '_ {
+        let bound_offset = self.bound_offset(bound);
         self.batches
             .iter()
-            .take_while(move |b| b.last_offset < self.high_watermark)
+            .take_while(move |b| b.last_offset < bound_offset)
     }
 
-    /// ListOffsets by timestamp: the first committed record (below the HW) whose
-    /// timestamp is at least `timestamp`, as `(offset, its timestamp)`; `None` if there
-    /// is none (Kafka then answers offset -1).
+    /// ListOffsets by timestamp: the first record visible under `bound` (below the HW for
+    /// a consumer, the whole log for a replica) whose timestamp is at least `timestamp`,
+    /// as `(offset, its timestamp)`; `None` if there is none (Kafka then answers offset
+    /// -1).
     ///
     /// The batch is found from its `maxTimestamp`. Inside an uncompressed batch the
     /// exact record is found; a compressed batch is not decompressed, so the answer is
     /// its base offset and max timestamp, and the consumer skips the older records
     /// itself. The special timestamps -1 (latest) and -2 (earliest) are the broker's
-    /// business: [`Partition::high_watermark`] and [`Partition::log_start_offset`].
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+    /// business: the bound's offset and [`Partition::log_start_offset`].
+    pub fn offset_for_timestamp(&self, timestamp: i64, bound: ReadBound) -> Option<(i64, i64)> {
         let batch = self
-            .committed_batches()
+            .visible_batches(bound)
             .find(|b| b.max_timestamp >= timestamp)?;
         let exact = record_offsets_and_timestamps(&batch.data)
             .and_then(|records| records.into_iter().find(|&(_, t)| t >= timestamp));
         Some(exact.unwrap_or((batch.base_offset, batch.max_timestamp)))
     }
 
-    /// ListOffsets with timestamp -3 (KIP-734): the committed record with the largest
-    /// timestamp (the first one, on ties), as `(offset, timestamp)`; `None` if nothing
-    /// is committed. Record-exact for uncompressed batches, the batch's base offset for
-    /// compressed ones.
-    pub fn offset_for_max_timestamp(&self) -> Option<(i64, i64)> {
+    /// ListOffsets with timestamp -3 (KIP-734): the record with the largest timestamp in
+    /// the whole log (the first one, on ties), as `(offset, timestamp)` — if `bound` lets
+    /// the reader see it. As in Kafka, a consumer whose largest-timestamp record is still
+    /// above the HW finds nothing (`None`), not the largest one below it.
+    /// Record-exact for uncompressed batches, the batch's base offset for compressed ones.
+    pub fn offset_for_max_timestamp(&self, bound: ReadBound) -> Option<(i64, i64)> {
         // `reduce` keeps the earlier batch on ties.
-        let batch = self.committed_batches().reduce(|best, batch| {
+        let batch = self.batches.iter().reduce(|best, batch| {
             if batch.max_timestamp > best.max_timestamp {
                 batch
             } else {
                 best
             }
         })?;
+        if batch.last_offset >= self.bound_offset(bound) {
+            return None;
+        }
         let exact = record_offsets_and_timestamps(&batch.data)
             .and_then(|records| records.into_iter().find(|&(_, t)| t == batch.max_timestamp));
         Some(exact.unwrap_or((batch.base_offset, batch.max_timestamp)))

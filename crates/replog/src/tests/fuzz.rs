@@ -49,8 +49,8 @@ proptest! {
             prop_assert_eq!(p.log_end_offset(), info.last_offset + 1);
             let leo = p.log_end_offset();
             both_fetch(&mut p, leo, 2);
-            let _ = p.offset_for_timestamp(0);
-            let _ = p.offset_for_max_timestamp();
+            let _ = p.offset_for_timestamp(0, crate::ReadBound::LogEnd);
+            let _ = p.offset_for_max_timestamp(crate::ReadBound::HighWatermark);
         }
     }
 

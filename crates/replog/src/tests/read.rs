@@ -149,29 +149,35 @@ fn bytes_available_matches_an_unlimited_read() {
 fn offset_for_timestamp_finds_the_first_committed_record_at_or_after_it() {
     let mut p = three_replicas();
     three_batches(&mut p); // record timestamps: 100 101 | 200 201 202 | 300
+    let hw = ReadBound::HighWatermark;
     assert_eq!(
-        p.offset_for_timestamp(150),
+        p.offset_for_timestamp(150, hw),
         None,
         "nothing is committed yet"
     );
-    assert_eq!(p.offset_for_max_timestamp(), None);
+    assert_eq!(p.offset_for_max_timestamp(hw), None);
     both_fetch(&mut p, 6, 5);
-    assert_eq!(p.offset_for_timestamp(0), Some((0, 100)));
-    assert_eq!(p.offset_for_timestamp(101), Some((1, 101)));
-    assert_eq!(p.offset_for_timestamp(150), Some((2, 200)));
-    assert_eq!(p.offset_for_timestamp(201), Some((3, 201)));
-    assert_eq!(p.offset_for_timestamp(203), Some((5, 300)));
-    assert_eq!(p.offset_for_timestamp(301), None);
-    assert_eq!(p.offset_for_max_timestamp(), Some((5, 300)));
+    assert_eq!(p.offset_for_timestamp(0, hw), Some((0, 100)));
+    assert_eq!(p.offset_for_timestamp(101, hw), Some((1, 101)));
+    assert_eq!(p.offset_for_timestamp(150, hw), Some((2, 200)));
+    assert_eq!(p.offset_for_timestamp(201, hw), Some((3, 201)));
+    assert_eq!(p.offset_for_timestamp(203, hw), Some((5, 300)));
+    assert_eq!(p.offset_for_timestamp(301, hw), None);
+    assert_eq!(p.offset_for_max_timestamp(hw), Some((5, 300)));
 }
 
 #[test]
-fn timestamp_lookups_are_bounded_by_the_hw() {
+fn timestamp_lookups_are_bounded_by_the_hw_for_consumers_and_the_log_end_for_replicas() {
     let mut p = three_replicas();
     three_batches(&mut p);
     both_fetch(&mut p, 5, 5); // the batch at 300 is not committed
-    assert_eq!(p.offset_for_timestamp(250), None);
-    assert_eq!(p.offset_for_max_timestamp(), Some((4, 202)));
+    let (hw, log_end) = (ReadBound::HighWatermark, ReadBound::LogEnd);
+    assert_eq!(p.offset_for_timestamp(250, hw), None);
+    assert_eq!(p.offset_for_timestamp(250, log_end), Some((5, 300)));
+    // The largest timestamp is above the HW: a consumer finds nothing (Kafka 4.4), not
+    // the largest below it; a replica finds it.
+    assert_eq!(p.offset_for_max_timestamp(hw), None);
+    assert_eq!(p.offset_for_max_timestamp(log_end), Some((5, 300)));
 }
 
 #[test]
@@ -184,8 +190,14 @@ fn compressed_batches_answer_at_batch_granularity() {
     )
     .unwrap();
     both_fetch(&mut p, 3, 2);
-    assert_eq!(p.offset_for_timestamp(101), Some((0, 102)));
-    assert_eq!(p.offset_for_max_timestamp(), Some((0, 102)));
+    assert_eq!(
+        p.offset_for_timestamp(101, ReadBound::HighWatermark),
+        Some((0, 102))
+    );
+    assert_eq!(
+        p.offset_for_max_timestamp(ReadBound::HighWatermark),
+        Some((0, 102))
+    );
 }
 
 #[test]

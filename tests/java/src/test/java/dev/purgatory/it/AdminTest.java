@@ -32,7 +32,6 @@ import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -208,9 +207,6 @@ class AdminTest {
     }
 
     @Test
-    @Disabled("broker bug: ListOffsets that finds no record for a timestamp answers leader_epoch 0 (the"
-            + " partition's current epoch) instead of Kafka's -1, so Admin reports leaderEpoch Optional[0]"
-            + " for offset -1; Kafka 4.4 answers -1 (Optional.empty)")
     void listOffsetsFindingNoRecordForATimestampHasNoLeaderEpoch() throws Exception {
         String topic = "admin-offsets-none";
         admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
