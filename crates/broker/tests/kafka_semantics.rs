@@ -489,3 +489,36 @@ async fn list_offsets_reads_the_whole_log_for_replicas_and_answers_no_epoch_when
     assert_eq!(list_offset(c, "lo", -1, 0, -2).await, (0, 0, -1, 0));
     assert_eq!(list_offset(c, "lo", -2, 0, 10_000).await, (0, -1, -1, -1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_naming_a_topic_twice_refuses_it_once_and_creates_the_others() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::CreateTopicsRequest;
+    // Kafka 4.4: one INVALID_REQUEST for the repeated name, after the other answers, and
+    // nothing of that name is created. (Before: the first was created, the second got
+    // TOPIC_ALREADY_EXISTS.)
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let topic = |name: &str| {
+        CreatableTopic::default()
+            .with_name(common::name(name))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+    };
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![topic("twice"), topic("once"), topic("twice")]);
+    let response = conn.send(&request, 7).await.unwrap();
+    let answers: Vec<(&str, i16)> = response
+        .topics
+        .iter()
+        .map(|t| (t.name.0.as_str(), t.error_code))
+        .collect();
+    assert_eq!(
+        answers,
+        [("once", 0), ("twice", 42)],
+        "INVALID_REQUEST last"
+    );
+    assert!(tb.rm().topic("twice").is_none());
+    assert!(tb.rm().topic("once").is_some());
+}

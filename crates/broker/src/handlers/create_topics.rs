@@ -1,14 +1,19 @@
 //! CreateTopics: create topics with a partition count, a replication factor (at most the
 //! leader plus its simulated followers) and per-topic configs (see
 //! [`crate::topics::config`]). `validate_only` checks without creating. From v5 on the
-//! answer carries each new topic's effective configs and where each value comes from.
+//! answer carries each new topic's effective configs and where each value comes from. A
+//! name given twice in one request is answered once, INVALID_REQUEST, after the others,
+//! and is not created, as Kafka's controller answers it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, ResponseKind, TopicName,
+};
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
@@ -21,9 +26,19 @@ pub fn handle(
     ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> ResponseKind {
-    let results = req
+    // A name given more than once is refused, once, after the other topics' answers, and
+    // none of its entries is created (Kafka's ControllerApis.createTopics).
+    let mut seen = HashSet::new();
+    let mut duplicates: Vec<TopicName> = Vec::new();
+    for topic in &req.topics {
+        if !seen.insert(topic.name.0.as_str()) && !duplicates.contains(&topic.name) {
+            duplicates.push(topic.name.clone());
+        }
+    }
+    let mut results: Vec<CreatableTopicResult> = req
         .topics
         .into_iter()
+        .filter(|topic| !duplicates.contains(&topic.name))
         .map(|topic| {
             let result = CreatableTopicResult::default().with_name(topic.name.clone());
             let failed = |error: ResponseError, message: &str| {
@@ -87,5 +102,13 @@ pub fn handle(
             }
         })
         .collect();
+    results.extend(duplicates.into_iter().map(|name| {
+        CreatableTopicResult::default()
+            .with_name(name)
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(sb("Duplicate topic name.")))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+    }));
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
 }

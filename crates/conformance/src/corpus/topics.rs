@@ -119,6 +119,35 @@ async fn create_errors(t: &mut Target, c: &Ctx) -> Result<Observation> {
         .map(|r| crate::observe::error_name(r.error_code))
         .collect();
     o.set("same_name_twice", codes.join(","));
+    o.error("same_name_twice.metadata", {
+        let meta = t.metadata(&[&twice]).await?;
+        meta.topics.first().map_or(-1, |t| t.error_code)
+    });
+    // Beside another topic, which is created; the answer's order tells them apart.
+    let (again, other) = (c.topic("twice2"), c.topic("other"));
+    let resp = create(
+        t,
+        vec![
+            creatable(&again, 1, 3, &[]),
+            creatable(&other, 1, 3, &[]),
+            creatable(&again, 1, 3, &[]),
+        ],
+        false,
+    )
+    .await?;
+    let answers: Vec<String> = resp
+        .topics
+        .iter()
+        .map(|r| {
+            let which = if r.name.0.as_str() == other { "other" } else { "twice" };
+            format!(
+                "{which}:{} partitions={}",
+                crate::observe::error_name(r.error_code),
+                r.num_partitions
+            )
+        })
+        .collect();
+    o.set("same_name_twice_beside_another", answers.join(","));
     Ok(o)
 }
 
