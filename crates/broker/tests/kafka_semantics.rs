@@ -522,3 +522,66 @@ async fn create_topics_naming_a_topic_twice_refuses_it_once_and_creates_the_othe
     assert!(tb.rm().topic("twice").is_none());
     assert!(tb.rm().topic("once").is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_answers_in_kafkas_order_and_only_for_this_broker() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    // Kafka 4.4 answers in its java.util.HashMap's order, also for the keys asked for
+    // (retention.bytes, cleanup.policy came back cleanup.policy first), and refuses a
+    // broker resource that is not this broker's id with INVALID_REQUEST. (Before: the
+    // table's order, and any broker name answered with this broker's configs.)
+    let (_tb, mut conn) = broker_with_topic("dc", 1, &[]).await;
+    let describe = |resource_type: i8, name: &str, keys: Option<&[&str]>| {
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.into()))
+            .with_configuration_keys(keys.map(|keys| {
+                keys.iter()
+                    .map(|k| StrBytes::from_string(k.to_string()))
+                    .collect()
+            }))])
+    };
+    let names = |r: &kafka_protocol::messages::DescribeConfigsResponse| -> Vec<String> {
+        r.results[0]
+            .configs
+            .iter()
+            .map(|e| e.name.to_string())
+            .collect()
+    };
+    let asked = describe(2, "dc", Some(&["retention.bytes", "cleanup.policy"]));
+    let r = conn.send(&asked, 4).await.unwrap();
+    assert_eq!(names(&r), ["cleanup.policy", "retention.bytes"]);
+    let r = conn.send(&describe(2, "dc", None), 4).await.unwrap();
+    // Kafka's full list, less the 32 configs this broker does not have.
+    assert_eq!(
+        names(&r),
+        [
+            "min.insync.replicas",
+            "cleanup.policy",
+            "max.message.bytes",
+            "message.timestamp.type",
+            "retention.bytes"
+        ]
+    );
+    for (name, error) in [
+        ("1", 0),
+        ("01", 0),
+        ("", 0),
+        ("2", 42),
+        ("-1", 42),
+        ("one", 42),
+    ] {
+        let r = conn
+            .send(&describe(4, name, Some(&["min.insync.replicas"])), 4)
+            .await
+            .unwrap();
+        assert_eq!(r.results[0].error_code, error, "broker resource {name:?}");
+        assert_eq!(
+            r.results[0].configs.len(),
+            usize::from(error == 0),
+            "{name:?}"
+        );
+    }
+}

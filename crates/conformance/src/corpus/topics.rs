@@ -39,10 +39,37 @@ pub fn scenarios() -> Vec<Scenario> {
             true,
             delete_while_parked
         ),
-        scenario!("describe_configs/a topic", true, describe_topic_configs),
+        scenario!(
+            "describe_configs/a topic",
+            true,
+            describe_topic_configs,
+            &[
+                ("config_count", DESCRIBE_CONFIGS_SUBSET),
+                ("retention.ms", DESCRIBE_CONFIGS_SUBSET),
+                (
+                    "min.insync.replicas",
+                    "Kafka 4.4's controller keeps min.insync.replicas as a cluster-wide \
+                     dynamic default (source 3, written for ELR); ours comes from \
+                     broker.toml (static, source 4)"
+                ),
+                (
+                    "max.message.bytes",
+                    "ours falls back to message.max.bytes set in config/broker.toml (static, \
+                     source 4); Kafka's is its default (source 5)"
+                ),
+                (
+                    "message.timestamp.type",
+                    "read-only here: this broker cannot alter configs yet"
+                ),
+            ]
+        ),
         scenario!("describe_configs/errors", true, describe_config_errors),
     ]
 }
+
+/// Why DescribeConfigs of a topic differs in what it lists.
+const DESCRIBE_CONFIGS_SUBSET: &str =
+    "DescribeConfigs returns 5 of Kafka's 37 topic configs; issue 21 does the full table";
 
 fn creatable(
     topic: &str,
@@ -139,7 +166,11 @@ async fn create_errors(t: &mut Target, c: &Ctx) -> Result<Observation> {
         .topics
         .iter()
         .map(|r| {
-            let which = if r.name.0.as_str() == other { "other" } else { "twice" };
+            let which = if r.name.0.as_str() == other {
+                "other"
+            } else {
+                "twice"
+            };
             format!(
                 "{which}:{} partitions={}",
                 crate::observe::error_name(r.error_code),
@@ -367,6 +398,37 @@ async fn describe_topic_configs(t: &mut Target, c: &Ctx) -> Result<Observation> 
         .map(|e| e.name.as_str())
         .collect();
     o.set("asked_two_keys", names.join(","));
+    // Kafka answers the keys asked for in its own order, not the request's, and leaves
+    // out the ones it does not know; the keys both brokers have, in the order of the
+    // whole list.
+    let resp = describe(
+        t,
+        2,
+        &topic,
+        Some(&[
+            "retention.ms",
+            "cleanup.policy",
+            "min.insync.replicas",
+            "retention.bytes",
+            "no.such.key",
+        ]),
+    )
+    .await?;
+    let names: Vec<&str> = resp
+        .results
+        .iter()
+        .flat_map(|r| &r.configs)
+        .map(|e| e.name.as_str())
+        .filter(|n| *n != "retention.ms")
+        .collect();
+    o.set("asked_five_keys_without_retention.ms", names.join(","));
+    let names: Vec<&str> = r
+        .configs
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|n| TOPIC_KEYS.contains(n) && *n != "retention.ms")
+        .collect();
+    o.set("order_of_shared_keys", names.join(","));
     Ok(o)
 }
 
@@ -392,6 +454,34 @@ async fn describe_config_errors(t: &mut Target, c: &Ctx) -> Result<Observation> 
         "broker_not_a_number",
         resp.results.first().map_or(-1, |r| r.error_code),
     );
+    for (key, name) in [
+        ("broker_2", "2"),
+        ("broker_99", "99"),
+        ("broker_minus_1", "-1"),
+        ("broker_01", "01"),
+        ("broker_empty", ""),
+    ] {
+        let resp = describe(t, 4, name, Some(&["min.insync.replicas"])).await?;
+        let r = resp.results.first();
+        o.error(key, r.map_or(-1, |r| r.error_code));
+        o.set(
+            format!("{key}.configs"),
+            r.map(|r| {
+                r.configs
+                    .iter()
+                    .map(|e| {
+                        format!(
+                            "{}={}",
+                            e.name.as_str(),
+                            e.value.as_deref().unwrap_or("null")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default(),
+        );
+    }
     let resp = describe(t, 9, "x", None).await?;
     o.error(
         "unknown_resource_type",
