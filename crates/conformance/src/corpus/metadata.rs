@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, MetadataResponse};
 
 use super::{scenario, Ctx, Scenario};
 use crate::observe::Observation;
@@ -12,7 +12,16 @@ use crate::target::{topic_name, Target};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        scenario!("metadata/a topic's partitions", true, partitions),
+        scenario!(
+            "metadata/a topic's partitions",
+            true,
+            partitions,
+            &[(
+                "brokers",
+                "our followers are simulated replicas inside the broker, not brokers \
+                 (issue 20 makes them brokers)"
+            )]
+        ),
         scenario!(
             "metadata/unknown topic, auto-create off",
             true,
@@ -21,7 +30,13 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(
             "metadata/unknown topic, auto-create on",
             true,
-            auto_create_on
+            auto_create_on,
+            &[(
+                "first.error",
+                "our topic creation is synchronous, Kafka's controller creates the topic \
+                 asynchronously (UNKNOWN_TOPIC_OR_PARTITION on the Metadata that creates \
+                 it); clients retry either way"
+            )]
         ),
         scenario!(
             "metadata/invalid topic name, auto-create on",
@@ -153,6 +168,13 @@ async fn invalid_name(t: &mut Target, _: &Ctx) -> Result<Observation> {
 async fn all_topics(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("m");
     t.create_topic(&topic, 1, &[]).await?;
+    // Both create __consumer_offsets on the first FindCoordinator (ours only then; the
+    // harness has already asked Kafka's), as any group consumer would have.
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![crate::target::name(&c.group("g"))]);
+    t.leader(&req, 4).await?;
+    t.wait_replicated(&["__consumer_offsets"]).await?;
     let mut o = Observation::new();
     let meta = t
         .leader(&MetadataRequest::default().with_topics(None), 12)
