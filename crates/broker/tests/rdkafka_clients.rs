@@ -242,3 +242,65 @@ async fn compressed_batches_round_trip() {
         f.shutdown().await;
     }
 }
+
+/// Deletes `topic` with librdkafka's admin client.
+async fn delete_topic(bootstrap: &str, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    for result in admin
+        .delete_topics(&[topic], &AdminOptions::new())
+        .await
+        .expect("DeleteTopics answered")
+    {
+        result.expect("topic deleted");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_topic_answers_its_parked_produce_at_once_and_the_retry_waits_on_the_topic_the_client_recreates(
+) {
+    // An issue report: "DeleteTopics while an acks=all produce is parked on the topic ended
+    // with REQUEST_TIMED_OUT at the produce's own timeout". Measured with librdkafka, on
+    // this broker and on Kafka 4.4 alike: the parked produce is answered
+    // UNKNOWN_TOPIC_OR_PARTITION as soon as the topic is deleted; the client refreshes its
+    // metadata, which (auto-creation on) creates the topic again, and retries there, where
+    // the stopped followers hold the retry until its timeout. The REQUEST_TIMED_OUT is
+    // the retry's, on a topic that is not the deleted one.
+    let tb = TestBroker::start_manual(|_| {}).await;
+    let bootstrap = tb.bootstrap();
+    // No follower fetches, as if both were stopped: an acks=all produce stays parked.
+    create_topic(&bootstrap, "doomed", 1, 3).await;
+    let old_id = tb.rm().topic("doomed").expect("created").id;
+    let p = producer(&bootstrap, &[]);
+    let delivery = spawn_send(&p, "doomed", "parked");
+    wait_until("the produce is parked", || {
+        tb.rm().produce_purgatory.delayed() == 1
+    })
+    .await;
+    let rm = tb.rm();
+    assert_eq!(rm.produce_purgatory.completed(), 0);
+
+    delete_topic(&bootstrap, "doomed").await;
+    // The broker's clock has not moved, so nothing could expire: the parked produce was
+    // completed by the delete.
+    wait_until("the parked produce is completed", || {
+        rm.produce_purgatory.completed() == 1
+    })
+    .await;
+    assert_eq!(rm.produce_purgatory.expired(), 0);
+    // The client's Metadata refresh creates the topic again, and its retry waits there.
+    wait_until("the retry is parked on the re-created topic", || {
+        rm.topic("doomed").is_some_and(|t| t.id != old_id)
+            && rm.produce_purgatory.delayed() == 1
+            && tb.log_end_offset("doomed", 0) == 1
+    })
+    .await;
+    // Its own timeout (librdkafka's request.timeout.ms, 30 s) gives REQUEST_TIMED_OUT.
+    tb.rm().timer.advance_by(30_000);
+    assert_eq!(rm.produce_purgatory.expired(), 1);
+    drop(delivery);
+}

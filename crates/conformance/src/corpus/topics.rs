@@ -7,9 +7,10 @@ use anyhow::Result;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DescribeConfigsRequest,
-    ProduceRequest,
+    MetadataRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -38,6 +39,11 @@ pub fn scenarios() -> Vec<Scenario> {
             "delete_topics/while an acks=-1 produce waits on the topic",
             true,
             delete_while_parked
+        ),
+        scenario!(
+            "delete_topics/while an acks=-1 produce waits, and a Metadata re-creates the topic",
+            true,
+            delete_while_parked_recreated
         ),
         scenario!(
             "describe_configs/a topic",
@@ -305,10 +311,33 @@ async fn delete_while_parked(t: &mut Target, c: &Ctx) -> Result<Observation> {
     Ok(o)
 }
 
+/// As [`delete_while_parked`], but right after the delete a client's Metadata refresh
+/// (auto-creation allowed, as every producer asks) creates the topic again: the parked
+/// produce still belongs to the deleted partition.
+async fn delete_while_parked_recreated(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("d");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    t.stop_followers().await?;
+    let seen = delete_while_parked_then(t, &topic, &mut o, true).await;
+    t.resume_followers().await?;
+    seen?;
+    Ok(o)
+}
+
 async fn delete_while_parked_stopped(
     t: &mut Target,
     topic: &str,
     o: &mut Observation,
+) -> Result<()> {
+    delete_while_parked_then(t, topic, o, false).await
+}
+
+async fn delete_while_parked_then(
+    t: &mut Target,
+    topic: &str,
+    o: &mut Observation,
+    recreate: bool,
 ) -> Result<()> {
     let mut producer = t.open(LEADER).await?;
     let req: ProduceRequest = produce_request(topic, 0, -1, 20_000, values("parked", 1));
@@ -322,6 +351,16 @@ async fn delete_while_parked_stopped(
     }
     let start = Instant::now();
     o.set("delete", delete(t, &[topic]).await?.join(","));
+    if recreate {
+        let req = MetadataRequest::default()
+            .with_allow_auto_topic_creation(true)
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name(topic)))
+            ]));
+        // Not observed: Kafka may answer from the deleted topic still cached, or
+        // UNKNOWN_TOPIC_OR_PARTITION while its controller creates it (asynchronously).
+        t.leader(&req, 12).await?;
+    }
     let (_, resp) = producer
         .read_response::<ProduceRequest>(PRODUCE_VERSION)
         .await?;
