@@ -316,7 +316,7 @@ impl Target {
         }
     }
 
-    /// Stops both followers: they neither fetch nor answer until [`resume_followers`].
+    /// Stops both followers: they neither fetch nor answer until [`Target::resume_followers`].
     pub async fn stop_followers(&mut self) -> Result<()> {
         self.signal_followers(true).await?;
         self.followers_stopped = true;

@@ -29,7 +29,8 @@ pub struct ProducePartitionResult {
     pub message: Option<String>,
     /// Offset of the first appended record (-1 on error).
     pub base_offset: i64,
-    /// The partition's log start offset (-1 on error).
+    /// The partition's log start offset (-1 on the errors Kafka answers without one:
+    /// an unknown partition, a corrupt or oversized batch, ...).
     pub log_start_offset: i64,
 }
 
