@@ -4,10 +4,10 @@
 //! The sequence (issue 18): a consumer with `enable.auto.commit=false` and
 //! `session.timeout.ms=30000` reads 10 records; both followers are stopped; it commits
 //! offset 5 synchronously; the followers stay stopped for [`STOPPED_FOR`]; they come back;
-//! it commits offset 7. What is written down is what its user sees — each commit's error and
-//! whether it waited, whether the consumer kept its partition (its session) — and, from
-//! librdkafka's own debug log, how often it went looking for the coordinator and how many
-//! connections it opened meanwhile.
+//! it commits offset 7; once the rebalance that follows gives it its partition back, it
+//! commits 7 again. What is written down is what its user sees — whether each commit failed
+//! and whether it waited, whether the client lost its session, whether the group recovers —
+//! and, from librdkafka's own debug log, whether it looped looking for the coordinator.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -217,7 +217,13 @@ async fn commit(
             result,
             took,
         } if got == offset => {
-            o.set(format!("{key}.result"), result);
+            // Which error a failed commit gets depends on where librdkafka's own timers
+            // stand (its retries, its session): Kafka itself answered either
+            // COORDINATOR_NOT_AVAILABLE or, later in the loop, UNKNOWN_MEMBER_ID, from one
+            // run to the next. What a user relies on is whether it failed, and whether it
+            // waited; the error is in the log.
+            eprintln!("conformance: {key}: {result} after {took:.1?}");
+            o.set(format!("{key}.result"), if result == "ok" { "ok" } else { "failed" });
             // offsets.commit.timeout.ms is 5 s on both.
             o.set(format!("{key}.answered"), super::timing(took, 5_000));
             Ok(())
@@ -275,7 +281,7 @@ async fn commit_sequence(t: &mut Target, c: &Ctx) -> Result<Observation> {
         let heartbeat_errors = count("heartbeat error response");
         o.set("find_coordinator_requests", bucket(find));
         o.set("coordinator_connections", bucket(connects));
-        o.set("heartbeat_errors", bucket(heartbeat_errors));
+        o.set("heartbeat_errors", heartbeat_errors > 0);
         o.set("session_lost_by_the_client", count("session timed out") > 0);
         eprintln!(
             "conformance: {}: librdkafka sent {find} FindCoordinator requests, opened {connects} connections, saw {heartbeat_errors} heartbeat errors",
