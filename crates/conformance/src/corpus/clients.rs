@@ -223,7 +223,10 @@ async fn commit(
             // run to the next. What a user relies on is whether it failed, and whether it
             // waited; the error is in the log.
             eprintln!("conformance: {key}: {result} after {took:.1?}");
-            o.set(format!("{key}.result"), if result == "ok" { "ok" } else { "failed" });
+            o.set(
+                format!("{key}.result"),
+                if result == "ok" { "ok" } else { "failed" },
+            );
             // offsets.commit.timeout.ms is 5 s on both.
             o.set(format!("{key}.answered"), super::timing(took, 5_000));
             Ok(())

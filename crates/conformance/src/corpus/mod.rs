@@ -78,6 +78,9 @@ pub fn all() -> Vec<Scenario> {
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());
+    // The long ones last: they stop Kafka's followers past its 9 s broker session, and its
+    // controller fences them and moves leaders, which the others need not see.
+    all.sort_by_key(|s| !s.short);
     all
 }
 
