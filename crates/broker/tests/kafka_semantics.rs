@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +22,9 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, MetadataRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::Request;
+use purgatory::partition::TopicPartition;
+use purgatory::replica_manager::AppendOrigin;
+use purgatory::request::RequestContext;
 use replog::test_util::BatchBuilder;
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
@@ -230,6 +234,67 @@ async fn delayed_fetch_counts_bytes_as_kafka_does() {
         .await
         .unwrap();
     answered::<FetchRequest>(&mut consumer, 12).await;
+}
+
+/// A fetch whose data arrives in the very millisecond its `max_wait_ms` ends was satisfied,
+/// not expired, and is neither counted (`DelayedFetchMetrics.ExpiresPerSec`) nor logged as
+/// expired. Before, `DelayedFetch` guessed expiry afterwards from the clock and got this
+/// case wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_satisfied_in_its_deadline_millisecond_did_not_expire() {
+    let (tb, _conn) = broker_with_topic("edge", 1, &[]).await;
+    let rm = tb.rm().clone();
+    let deadline = rm.now_ms() + 5_000;
+    // Tasks due in the same millisecond run in the order they were scheduled: this append
+    // runs before the fetch's own timeout, at its deadline.
+    let appender = rm.clone();
+    rm.timer.schedule_at(deadline, move || {
+        appender.append_records(
+            &RequestContext::internal("edge-producer"),
+            1_000,
+            1,
+            AppendOrigin::Client,
+            vec![(TopicPartition::new("edge", 0), BatchBuilder::new(1).bytes())],
+            Box::new(|_| {}),
+        );
+    });
+    let mut consumer = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let seq = rm.telemetry.next_request_seq();
+    consumer
+        .write_request(&consumer_fetch("edge", 0, 1, 1 << 20, 1 << 20), 12)
+        .await
+        .unwrap();
+    wait_until("the fetch to be parked", || {
+        rm.fetch_purgatory.delayed() == 1
+    })
+    .await;
+
+    rm.timer.advance_by(5_000);
+    let response = answered::<FetchRequest>(&mut consumer, 12).await;
+    let data = &response.responses[0].partitions[0];
+    assert_eq!((data.error_code, data.high_watermark), (0, 1));
+    assert!(
+        data.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "the record it waited for"
+    );
+    assert_eq!(
+        rm.telemetry
+            .metrics
+            .fetch_expired_consumer
+            .load(Ordering::Relaxed),
+        0,
+        "not counted as an expiry"
+    );
+    let logged = rm
+        .telemetry
+        .request(seq)
+        .expect("the fetch is in the request log");
+    assert_eq!(logged.request, "FetchConsumer");
+    assert_eq!(
+        logged.cause.kind, "append",
+        "completed by the append, not expired"
+    );
+    assert_eq!(rm.fetch_purgatory.expired(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@ mod task;
 pub mod timer;
 pub mod wheel;
 
-pub use purgatory::{DelayedOperation, OperationHandle, Purgatory, PurgatoryConfig};
+pub use purgatory::{Completion, DelayedOperation, OperationHandle, Purgatory, PurgatoryConfig};
 pub use slab::Key;
 pub use snapshot::{
     BucketSnapshot, FlushSnapshot, KeySnapshot, LevelSnapshot, PendingSnapshot, PurgatorySnapshot,

@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use timewheel::{DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
+use timewheel::{Completion, DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
 
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
@@ -20,7 +20,7 @@ impl DelayedOperation for TwentiethTry {
     fn try_complete(&self) -> bool {
         self.tries.fetch_add(1, Ordering::SeqCst) + 1 >= 20
     }
-    fn on_complete(&self) {
+    fn on_complete(&self, _how: Completion) {
         self.completions.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -95,12 +95,12 @@ impl DelayedOperation for Raced {
     fn try_complete(&self) -> bool {
         false
     }
-    fn on_complete(&self) {
+    fn on_complete(&self, how: Completion) {
         self.completions.fetch_add(1, Ordering::SeqCst);
-    }
-    fn on_expiration(&self) {
-        self.expirations.fetch_add(1, Ordering::SeqCst);
-        self.done.send(()).unwrap();
+        if how == Completion::Expired {
+            self.expirations.fetch_add(1, Ordering::SeqCst);
+            self.done.send(()).unwrap();
+        }
     }
 }
 

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use timewheel::{
-    DelayedOperation, OperationHandle, Purgatory, PurgatoryConfig, Timer, TimerConfig,
+    Completion, DelayedOperation, OperationHandle, Purgatory, PurgatoryConfig, Timer, TimerConfig,
 };
 
-/// A test operation: completable once `ready` is set; counts its callbacks and records
-/// their order in a shared log.
+/// A test operation: completable once `ready` is set; counts its completions, keeps how
+/// the last one ended, and records them in order in a shared log.
 #[derive(Default)]
 struct MockOp {
     name: &'static str,
@@ -17,6 +17,7 @@ struct MockOp {
     tries: AtomicUsize,
     completions: AtomicUsize,
     expirations: AtomicUsize,
+    how: Mutex<Option<Completion>>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -47,6 +48,11 @@ impl MockOp {
     fn expirations(&self) -> usize {
         self.expirations.load(Ordering::SeqCst)
     }
+
+    /// How its completion ended, as `on_complete` was told.
+    fn how(&self) -> Option<Completion> {
+        *self.how.lock().unwrap()
+    }
 }
 
 impl DelayedOperation for MockOp {
@@ -55,20 +61,16 @@ impl DelayedOperation for MockOp {
         self.ready.load(Ordering::SeqCst)
     }
 
-    fn on_complete(&self) {
+    fn on_complete(&self, how: Completion) {
         self.completions.fetch_add(1, Ordering::SeqCst);
+        if how == Completion::Expired {
+            self.expirations.fetch_add(1, Ordering::SeqCst);
+        }
+        *self.how.lock().unwrap() = Some(how);
         self.log
             .lock()
             .unwrap()
-            .push(format!("{} complete", self.name));
-    }
-
-    fn on_expiration(&self) {
-        self.expirations.fetch_add(1, Ordering::SeqCst);
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{} expire", self.name));
+            .push(format!("{} {how:?}", self.name));
     }
 
     fn describe(&self) -> String {
@@ -103,6 +105,7 @@ fn check_and_complete_returns_0_then_1_then_0() {
     assert_eq!(p.check_and_complete(&"k"), 0);
     assert_eq!(p.check_and_complete(&"unknown"), 0);
     assert_eq!(op.operation().completions(), 1);
+    assert_eq!(op.operation().how(), Some(Completion::Satisfied));
     assert_eq!(op.operation().expirations(), 0);
     assert_eq!(
         (p.watched(), p.delayed(), p.expired(), p.completed()),
@@ -121,6 +124,7 @@ fn an_operation_completable_at_once_is_neither_watched_nor_timed() {
     assert!(h.is_completed());
     assert_eq!(h.operation().tries.load(Ordering::SeqCst), 1);
     assert_eq!((p.watched(), p.delayed(), timer.pending()), (0, 0, 0));
+    assert_eq!(h.operation().how(), Some(Completion::Satisfied));
     assert!(!h.force_complete());
 }
 
@@ -142,7 +146,7 @@ fn expiry_no_earlier_than_the_timeout_and_long_timeouts_stay_pending() {
     assert!(short.is_completed());
     assert_eq!(short.operation().completions(), 1);
     assert_eq!(short.operation().expirations(), 1);
-    assert_eq!(*log.lock().unwrap(), vec!["short complete", "short expire"]);
+    assert_eq!(*log.lock().unwrap(), vec!["short Expired"]);
     assert_eq!((p.expired(), p.delayed()), (1, 1));
 
     timer.advance_to(199_999);
@@ -170,6 +174,7 @@ fn watched_and_delayed_accounting() {
         !r3.force_complete(),
         "only the first force_complete completes"
     );
+    assert_eq!(r2.operation().how(), Some(Completion::Forced));
     assert_eq!(p.delayed(), 1);
     // ...but leaves the watcher lists until their keys are checked (Kafka's behaviour).
     assert_eq!(p.watched(), 6);
@@ -214,6 +219,7 @@ fn completion_exactly_once_whichever_path_wins() {
         (a.operation().completions(), a.operation().expirations()),
         (1, 1)
     );
+    assert_eq!(a.operation().how(), Some(Completion::Expired));
 
     // Watcher and timeout due at the same instant. Timer tasks due together run in
     // scheduling order, so which path wins is decided by what was scheduled first.
@@ -245,6 +251,16 @@ fn completion_exactly_once_whichever_path_wins() {
         assert_eq!(c.operation().completions(), 1, "on_complete exactly once");
         let expected_expirations = usize::from(!watcher_first);
         assert_eq!(c.operation().expirations(), expected_expirations);
+        let expected = if watcher_first {
+            Completion::Satisfied
+        } else {
+            Completion::Expired
+        };
+        assert_eq!(
+            c.operation().how(),
+            Some(expected),
+            "the path that won says how"
+        );
         assert_eq!(p.delayed(), 0);
     }
     assert_eq!((p.completed(), p.expired()), (3, 2));
@@ -465,7 +481,7 @@ fn callbacks_may_reenter_the_purgatory() {
         fn try_complete(&self) -> bool {
             self.ready.load(Ordering::SeqCst)
         }
-        fn on_complete(&self) {
+        fn on_complete(&self, _how: Completion) {
             self.done.fetch_add(1, Ordering::SeqCst);
             if let Some(p) = self.next.lock().unwrap().take() {
                 // Re-entrant calls: check another key, add an operation.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use replog::{ReadBound, ReadError};
-use timewheel::DelayedOperation;
+use timewheel::{Completion, DelayedOperation};
 
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
@@ -257,10 +257,10 @@ impl DelayedOperation for DelayedFetch {
         can_respond_now(&self.params, &self.partitions)
     }
 
-    fn on_complete(&self) {
+    fn on_complete(&self, how: Completion) {
         let results = read_from_local_log(&self.params, &self.partitions);
-        let waited_ms = self.meta.waited_ms();
-        let why = if self.meta.created_ms + waited_ms >= self.meta.deadline_ms {
+        let expired = how == Completion::Expired;
+        let why = if expired {
             "expired: max_wait_ms passed"
         } else {
             "min_bytes available"
@@ -273,10 +273,10 @@ impl DelayedOperation for DelayedFetch {
             correlation_id = self.meta.correlation_id,
             client = %self.meta.client_id,
             why,
-            waited_ms,
+            waited_ms = self.meta.waited_ms(),
             "completed"
         );
-        let cause = if why.starts_with("expired") {
+        let cause = if expired {
             Cause::Expired
         } else if let Some(error) = results.iter().find_map(|(_, d)| d.error) {
             Cause::Error(error.code())
@@ -287,16 +287,13 @@ impl DelayedOperation for DelayedFetch {
             cause,
             results.iter().map(|(_, d)| d.error.map(|e| e.code())),
         );
-        if let Some(respond) = self.respond.take() {
-            respond(results);
-        }
-    }
-
-    fn on_expiration(&self) {
         // Kafka's DelayedFetchMetrics.ExpiresPerSec, per fetcherType.
-        if let Some(t) = self.meta.telemetry() {
+        if let (true, Some(t)) = (expired, self.meta.telemetry()) {
             t.metrics
                 .record_fetch_expiration(self.params.is_from_follower());
+        }
+        if let Some(respond) = self.respond.take() {
+            respond(results);
         }
     }
 

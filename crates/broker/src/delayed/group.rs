@@ -30,7 +30,7 @@
 use std::fmt;
 use std::sync::{Arc, Weak};
 
-use timewheel::DelayedOperation;
+use timewheel::{Completion, DelayedOperation};
 
 /// The key of a Rebalance-purgatory operation (Kafka's `GroupJoinKey` / `GroupSyncKey`).
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -197,19 +197,19 @@ impl DelayedOperation for DelayedRebalance {
         }
     }
 
-    fn on_complete(&self) {
+    fn on_complete(&self, how: Completion) {
         let Some(c) = self.coordinator() else { return };
         match self {
+            // A join completes the rebalance however it ended: every member rejoined, or
+            // the rebalance timeout removes those that did not.
             DelayedRebalance::Join(j) => c.on_complete_join(&j.group, j.rebalance),
             DelayedRebalance::InitialJoin(j) => c.on_complete_initial_join(j),
-            // A DelayedSync acts only when it expires.
+            // A DelayedSync acts only when it expires: the members that sent no SyncGroup
+            // are removed.
+            DelayedRebalance::Sync(s) if how == Completion::Expired => {
+                c.on_expire_sync(&s.group, s.generation)
+            }
             DelayedRebalance::Sync(_) => {}
-        }
-    }
-
-    fn on_expiration(&self) {
-        if let (DelayedRebalance::Sync(s), Some(c)) = (self, self.coordinator()) {
-            c.on_expire_sync(&s.group, s.generation);
         }
     }
 
@@ -254,9 +254,11 @@ impl DelayedOperation for DelayedHeartbeat {
     }
 
     /// Completion by a heartbeat needs nothing more: the next operation is already parked.
-    fn on_complete(&self) {}
-
-    fn on_expiration(&self) {
+    /// Expiry ends the member's session.
+    fn on_complete(&self, how: Completion) {
+        if how != Completion::Expired {
+            return;
+        }
         if let Some(c) = self.coordinator.upgrade() {
             c.on_expire_heartbeat(&self.key, self.epoch, self.pending);
         }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use replog::ReplicationState;
-use timewheel::DelayedOperation;
+use timewheel::{Completion, DelayedOperation};
 use tracing::info;
 
 use super::{Once, OpMeta, TRACE_TARGET};
@@ -165,27 +165,30 @@ impl DelayedOperation for DelayedProduce {
         all_done
     }
 
-    fn on_complete(&self) {
+    fn on_complete(&self, how: Completion) {
+        let expired = how == Completion::Expired;
         let mut partitions = self.partitions.lock();
-        let mut timed_out = 0;
         let mut errors = 0;
         for p in partitions.iter_mut() {
+            // A partition the high watermark has not reached: the timeout fired first, or
+            // the operation was completed from outside. Either way Kafka answers
+            // REQUEST_TIMED_OUT for it.
             if p.awaiting.take().is_some() {
                 p.result.error = Some(ResponseError::RequestTimedOut);
                 p.result.message =
                     Some("the high watermark did not reach this batch before timeout_ms".into());
-                timed_out += 1;
                 // Kafka's DelayedProduceMetrics: one expiration per partition still waiting.
-                if let Some(t) = self.meta.telemetry() {
+                if let (true, Some(t)) = (expired, self.meta.telemetry()) {
                     t.metrics.record_produce_expiration(&p.tp);
                 }
-            } else if p.result.error.is_some() {
+            }
+            if p.result.error.is_some() {
                 errors += 1;
             }
         }
         let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
         drop(partitions);
-        let cause = if timed_out > 0 {
+        let cause = if expired {
             Cause::Expired
         } else if let Some(error) = results.iter().find_map(|(_, r)| r.error) {
             Cause::Error(error.code())
@@ -196,7 +199,7 @@ impl DelayedOperation for DelayedProduce {
             cause,
             results.iter().map(|(_, r)| r.error.map(|e| e.code())),
         );
-        let why = if timed_out > 0 {
+        let why = if expired {
             "expired: REQUEST_TIMED_OUT"
         } else if errors > 0 {
             "error"

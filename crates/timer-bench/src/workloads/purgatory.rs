@@ -86,7 +86,7 @@ impl DelayedOperation for FakeOperation {
         coarse_now_ms() >= self.completes_at_ms
     }
 
-    fn on_complete(&self) {
+    fn on_complete(&self, _how: timewheel::Completion) {
         self.latch.count_down();
     }
 }

@@ -17,17 +17,20 @@
 //!    `-- schedule the timeout in the shared Timer
 //!
 //!  later, exactly one of:
-//!    check_and_complete(key): op.try_complete() is true --> completed (on_complete)
-//!    handle.force_complete()                            --> completed (on_complete)
-//!    the timeout fires                                  --> completed (on_complete, then
-//!                                                                      on_expiration)
+//!    check_and_complete(key): op.try_complete() is true --> on_complete(Satisfied)
+//!    handle.force_complete()                            --> on_complete(Forced)
+//!    the timeout fires                                  --> on_complete(Expired)
 //!    cancel_for_key(key) / shutdown()                   --> cancelled (no callback)
 //! ```
+//!
+//! The path that wins the race is the one that says how the operation ended: the
+//! [`Completion`] handed to `on_complete` is never inferred afterwards from the clock or
+//! from what the operation still waits for.
 //!
 //! Completion is decided by one atomic compare-and-swap on the operation's state, so
 //! `on_complete` runs exactly once even when a watcher and the timeout race; completing an
 //! operation also cancels its timeout. Callbacks (`try_complete`, `on_complete`,
-//! `on_expiration`, `describe`) are never called while a purgatory or timer lock is held.
+//! `describe`) are never called while a purgatory or timer lock is held.
 //!
 //! # Watcher lists and purging
 //!
@@ -102,18 +105,28 @@ pub trait DelayedOperation: Send + Sync + 'static {
     /// another thread has completed the operation; it should only look, not act.
     fn try_complete(&self) -> bool;
 
-    /// Runs exactly once per completed operation, whichever path completed it: a watcher
-    /// (`try_complete` returned `true`), the timeout, or
-    /// [`OperationHandle::force_complete`]. Typically sends the response.
-    fn on_complete(&self);
-
-    /// Runs only when the timeout completed the operation, right after `on_complete`.
-    fn on_expiration(&self) {}
+    /// Runs exactly once per completed operation, told which path completed it: a
+    /// `try_complete` that returned `true` ([`Completion::Satisfied`]), the timeout
+    /// ([`Completion::Expired`]), or [`OperationHandle::force_complete`]
+    /// ([`Completion::Forced`]). Typically sends the response.
+    fn on_complete(&self, how: Completion);
 
     /// What the operation waits for, shown in [`Purgatory::snapshot`].
     fn describe(&self) -> String {
         String::new()
     }
+}
+
+/// How a delayed operation ended: said by the path that ended it, to `on_complete`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// Its condition held: `try_complete` returned `true`, when it was added or when one of
+    /// its keys was checked.
+    Satisfied,
+    /// Its timeout fired in the timer first (Kafka's `onExpiration` cases).
+    Expired,
+    /// Someone completed it from outside, whatever its condition (Kafka's `forceComplete`).
+    Forced,
 }
 
 /// Tuning for a [`Purgatory`].
@@ -142,12 +155,12 @@ impl Default for PurgatoryConfig {
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
-/// use timewheel::{DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
+/// use timewheel::{Completion, DelayedOperation, Purgatory, PurgatoryConfig, Timer, TimerConfig};
 ///
 /// struct WaitForFlag(AtomicBool);
 /// impl DelayedOperation for WaitForFlag {
 ///     fn try_complete(&self) -> bool { self.0.load(Ordering::SeqCst) }
-///     fn on_complete(&self) {}
+///     fn on_complete(&self, _how: Completion) {}
 /// }
 ///
 /// let timer = Timer::manual(TimerConfig::default());
@@ -243,13 +256,13 @@ where
         });
         let handle = OperationHandle { cell: cell.clone() };
 
-        if cell.op.try_complete() && cell.complete() {
+        if cell.op.try_complete() && cell.complete(Completion::Satisfied) {
             return handle;
         }
         if !core.watch(&cell) {
             return handle; // shut down: cancelled
         }
-        if cell.op.try_complete() && cell.complete() {
+        if cell.op.try_complete() && cell.complete(Completion::Satisfied) {
             return handle;
         }
         if !cell.is_pending() {
@@ -296,7 +309,7 @@ where
         };
         let mut completed = 0;
         for cell in &candidates {
-            if cell.is_pending() && cell.op.try_complete() && cell.complete() {
+            if cell.is_pending() && cell.op.try_complete() && cell.complete(Completion::Satisfied) {
                 completed += 1;
             }
         }
@@ -426,7 +439,7 @@ where
 
     /// Shut the purgatory down: every pending operation is **cancelled** (its timeout is
     /// removed from the timer, it leaves every watcher list, and no callback runs: no
-    /// `on_complete`, no `on_expiration`), so `watched()` and `delayed()` drop to 0 and the
+    /// `on_complete`), so `watched()` and `delayed()` drop to 0 and the
     /// handles report neither completed nor able to complete. Later
     /// `try_complete_else_watch` calls try the operation once and cancel it if it cannot
     /// complete. The shared [`Timer`] keeps running for its other users.

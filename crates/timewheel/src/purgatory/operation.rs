@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::watchers::Core;
-use super::DelayedOperation;
+use super::{Completion, DelayedOperation};
 use crate::timer::TimerTask;
 
 pub(super) const PENDING: u8 = 0;
@@ -140,14 +140,19 @@ where
         }
     }
 
-    /// Kafka's `forceComplete`: complete now if still pending.
-    pub(super) fn complete(&self) -> bool {
+    /// Kafka's `forceComplete`: complete now if still pending, `how` being the caller's
+    /// reason (a satisfied condition, or a forced completion).
+    pub(super) fn complete(&self, how: Completion) -> bool {
+        debug_assert!(
+            how != Completion::Expired,
+            "only the timer task expires an operation"
+        );
         if !self.finish(COMPLETED) {
             return false;
         }
         self.cancel_timeout();
         let check_purge = self.core.count_completion();
-        self.op.on_complete();
+        self.op.on_complete(how);
         if check_purge {
             self.core.maybe_purge();
         }
@@ -182,7 +187,7 @@ where
     }
 
     fn force_complete(&self) -> bool {
-        self.complete()
+        self.complete(Completion::Forced)
     }
 }
 
@@ -197,8 +202,7 @@ where
         if self.finish(COMPLETED) {
             self.core.expired.fetch_add(1, Ordering::AcqRel);
             let check_purge = self.core.count_completion();
-            self.op.on_complete();
-            self.op.on_expiration();
+            self.op.on_complete(Completion::Expired);
             if check_purge {
                 self.core.maybe_purge();
             }
