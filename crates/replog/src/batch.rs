@@ -487,20 +487,6 @@ pub fn split_and_validate(
         .collect()
 }
 
-/// How many whole batches `records` holds, and whether that is all it holds (no
-/// trailing partial or malformed bytes). Produce v3+ must carry exactly one batch per
-/// partition: the broker checks this before anything else.
-pub fn count_batches(records: &[u8]) -> (usize, bool) {
-    let mut count = 0;
-    for batch in RecordBatches::new(records) {
-        match batch {
-            Ok(_) => count += 1,
-            Err(_) => return (count, false),
-        }
-    }
-    (count, true)
-}
-
 /// Iterates over the headers of the complete batches at the start of `records`,
 /// stopping silently at the first incomplete or unreadable one, as a Kafka client
 /// does with a fetch response. Useful to find the next fetch offset after a read:

@@ -127,17 +127,13 @@ impl<T> Slab<T> {
         self.slots = slots;
     }
 
-    /// Bytes per slot.
-    pub(crate) fn bytes_per_slot() -> usize {
-        std::mem::size_of::<Slot<T>>()
-    }
-
     /// Number of occupied slots.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Number of slots the slab can hold without reallocating.
+    /// Number of slots the slab can hold without reallocating (the tests bound it).
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.capacity()
     }
@@ -347,6 +343,12 @@ fn advise_huge_pages<T>(entries: &Vec<T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timer_slot_is_32_bytes() {
+        // What task.rs and the wheel's memory figures say.
+        assert_eq!(std::mem::size_of::<Slot<crate::task::Task>>(), 32);
+    }
 
     #[test]
     fn keys_go_stale_and_slots_are_reused_last_in_first_out() {

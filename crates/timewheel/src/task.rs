@@ -6,7 +6,7 @@
 //! timer was scheduled (a cache miss with many timers pending). So a [`Task`] stores a
 //! closure of up to 8 bytes (aligned to at most 8) in place, next to one pointer to a
 //! table of two functions that know its type: run it, or drop it: 16 bytes in all, so a
-//! timer's slot is 24. Many timeouts capture one pointer (an `Arc`) or an id, and need no
+//! timer's slot is 32 (with its generation, list and insertion number). Many timeouts capture one pointer (an `Arc`) or an id, and need no
 //! allocation at all; a bigger closure is boxed first (the box is one pointer and fits).
 //! An `Arc<T>` of a concrete [`TimerTask`] ([`Timer::schedule_arc`](crate::Timer::schedule_arc),
 //! how a purgatory schedules its operations) is one pointer too; an `Arc<dyn TimerTask>`

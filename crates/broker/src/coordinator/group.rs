@@ -299,11 +299,6 @@ impl GroupMetadata {
         self.static_members.get(instance)
     }
 
-    /// Number of static members.
-    pub fn static_member_count(&self) -> usize {
-        self.static_members.len()
-    }
-
     /// Is `member_id` a pending member (handed out, not yet rejoined with)?
     pub fn is_pending_member(&self, member_id: &str) -> bool {
         self.pending_members.contains(member_id)

@@ -275,16 +275,6 @@ impl<T> TimingWheel<T> {
         self.levels.len()
     }
 
-    /// Bytes of memory the slab has reserved (`capacity * entry size`).
-    pub fn slab_bytes(&self) -> usize {
-        self.slab.capacity() * Self::entry_size()
-    }
-
-    /// Size of one slab entry for this payload type, in bytes.
-    pub fn entry_size() -> usize {
-        Slab::<T>::bytes_per_slot()
-    }
-
     /// When the next advance has work to do: [`now`](Self::now) if timers are already due
     /// or a cascade is in progress, else the earliest non-empty bucket's expiration; `None`
     /// if nothing is pending. That is the instant a driver should sleep until (it may be a
