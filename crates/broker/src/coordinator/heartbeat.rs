@@ -9,9 +9,9 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 use tracing::info;
 
+use super::delayed::MemberKey;
 use super::group::{GroupMetadata, GroupState};
 use super::*;
-use crate::delayed::MemberKey;
 use crate::request::RequestContext;
 
 /// Where a Heartbeat's answer goes.

@@ -10,11 +10,11 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use tracing::{info, warn};
 
+use super::delayed::{DelayedJoin, DelayedRebalance, DelayedSync, InitialDelayedJoin, MemberKey};
 use super::group::{GroupMetadata, GroupState};
 use super::manager::store_group_error;
 use super::member::{JoinCallback, JoinGroupResult, MemberMetadata, SyncGroupResult};
 use super::*;
-use crate::delayed::{DelayedJoin, DelayedRebalance, DelayedSync, InitialDelayedJoin, MemberKey};
 use crate::request::RequestContext;
 
 impl GroupCoordinator {

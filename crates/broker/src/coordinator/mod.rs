@@ -9,7 +9,7 @@
 //! others. Members then heartbeat, and commit the offsets they consumed up to.
 //!
 //! Waiting is what this is about, and every wait is a delayed operation in a purgatory on
-//! the same timer as the produce and fetch purgatories ([`crate::delayed::group`]):
+//! the same timer as the produce and fetch purgatories ([`delayed`]):
 //!
 //! ```text
 //!  JoinGroup ──► PreparingRebalance: parked in a DelayedJoin (Rebalance purgatory) until all
@@ -36,12 +36,13 @@
 //! taken twice. Response callbacks, which only send on a channel, run under the lock.
 //!
 //! Layers: handlers call this module; it appends through the replica manager
-//! ([`manager`]); the delayed operations below it call back through
-//! [`GroupOperations`](crate::delayed::group::GroupOperations), which it implements. Its pieces: [`group`] and [`member`] (the state
+//! ([`manager`]); its delayed operations ([`delayed`]) call it back (`operations.rs`). Its
+//! pieces: [`group`] and [`member`] (the state
 //! machine, pure), [`records`] (Kafka's `__consumer_offsets` schemas), [`manager`] (the
 //! log), this file (the rules that tie them together, named after Kafka's methods).
 
 mod admin_apis;
+pub mod delayed;
 pub mod group;
 mod heartbeat;
 mod join;
@@ -66,10 +67,9 @@ use parking_lot::{Mutex, RwLock};
 use timewheel::{Purgatory, PurgatoryConfig, Timer};
 use tracing::{info, warn};
 
-use crate::delayed::group::Coordinator;
-use crate::delayed::{DelayedHeartbeat, DelayedRebalance, GroupKey, MemberKey};
 use crate::replica_manager::ReplicaManager;
 use crate::request::RequestContext;
+use delayed::{Coordinator, DelayedHeartbeat, DelayedRebalance, GroupKey, MemberKey};
 use group::{GroupMetadata, GroupState, OffsetKey};
 pub use heartbeat::{HeartbeatCallback, LeaveCallback};
 use manager::GroupMetadataManager;

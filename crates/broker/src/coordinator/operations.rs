@@ -1,17 +1,19 @@
-//! The callbacks the group's delayed operations make (`GroupOperations`): DelayedJoin,
-//! InitialDelayedJoin, DelayedSync and DelayedHeartbeat live in `crate::delayed::group`
-//! and know the coordinator only through this trait, so they never import it.
+//! The callbacks the group's delayed operations make (`delayed.rs`: DelayedJoin,
+//! InitialDelayedJoin, DelayedSync and DelayedHeartbeat), Kafka's `tryCompleteJoin`,
+//! `onCompleteJoin`, `onExpireHeartbeat` and the rest. Every call takes the group's lock
+//! itself, so a purgatory must never call them with it held, and it does not: the
+//! coordinator calls into its purgatories only after releasing the group lock.
 
 use tracing::{info, warn};
 
+use super::delayed::{DelayedRebalance, GroupKey, InitialDelayedJoin, MemberKey};
 use super::group::GroupState;
 use super::*;
-use crate::delayed::{DelayedRebalance, GroupKey, GroupOperations, InitialDelayedJoin, MemberKey};
 
-// ---------------------------------------------------------------------- GroupOperations
-
-impl GroupOperations for GroupCoordinator {
-    fn try_complete_join(&self, group: &str, rebalance: u64) -> bool {
+impl GroupCoordinator {
+    /// DelayedJoin: may rebalance `rebalance` of `group` complete now (every member
+    /// rejoined)? Also true if that rebalance is over, so a stale operation goes away.
+    pub(crate) fn try_complete_join(&self, group: &str, rebalance: u64) -> bool {
         let Some(handle) = self.group(group) else {
             return true;
         };
@@ -21,13 +23,16 @@ impl GroupOperations for GroupCoordinator {
             || g.has_all_members_joined()
     }
 
-    fn on_complete_join(&self, group: &str, rebalance: u64) {
+    /// DelayedJoin completed (everyone rejoined, or the rebalance timeout passed).
+    pub(crate) fn on_complete_join(&self, group: &str, rebalance: u64) {
         if let Some(handle) = self.group(group) {
             self.locked(&handle, |c, g, fx| c.complete_join(g, rebalance, fx));
         }
     }
 
-    fn on_complete_initial_join(&self, join: &InitialDelayedJoin) {
+    /// InitialDelayedJoin's delay passed: wait again (`remaining_ms` left) if new members
+    /// arrived meanwhile, else complete the join as [`on_complete_join`](Self::on_complete_join).
+    pub(crate) fn on_complete_initial_join(&self, join: &InitialDelayedJoin) {
         let Some(handle) = self.group(&join.group) else {
             return;
         };
@@ -57,7 +62,9 @@ impl GroupOperations for GroupCoordinator {
         });
     }
 
-    fn try_complete_sync(&self, group: &str, generation: i32) -> bool {
+    /// DelayedSync: has every member of `generation` sent its SyncGroup (or is that
+    /// generation over)?
+    pub(crate) fn try_complete_sync(&self, group: &str, generation: i32) -> bool {
         let Some(handle) = self.group(group) else {
             return true;
         };
@@ -70,7 +77,8 @@ impl GroupOperations for GroupCoordinator {
             || g.has_received_sync_from_all_members()
     }
 
-    fn on_expire_sync(&self, group: &str, generation: i32) {
+    /// DelayedSync expired: remove the members that never synced, rebalance.
+    pub(crate) fn on_expire_sync(&self, group: &str, generation: i32) {
         let Some(handle) = self.group(group) else {
             return;
         };
@@ -90,7 +98,13 @@ impl GroupOperations for GroupCoordinator {
         });
     }
 
-    fn try_complete_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool) -> bool {
+    /// DelayedHeartbeat: has `member` heartbeated since this operation's `epoch` (or left)?
+    pub(crate) fn try_complete_heartbeat(
+        &self,
+        key: &MemberKey,
+        epoch: u64,
+        pending: bool,
+    ) -> bool {
         let Some(handle) = self.group(&key.group) else {
             return true;
         };
@@ -105,7 +119,8 @@ impl GroupOperations for GroupCoordinator {
             .is_none_or(|m| m.heartbeat_epoch != epoch)
     }
 
-    fn on_expire_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool) {
+    /// DelayedHeartbeat expired: the session timed out; remove the member, rebalance.
+    pub(crate) fn on_expire_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool) {
         let Some(handle) = self.group(&key.group) else {
             return;
         };
@@ -138,7 +153,8 @@ impl GroupOperations for GroupCoordinator {
         });
     }
 
-    fn describe_rebalance(&self, key: &GroupKey) -> String {
+    /// What a Rebalance operation on `key` waits for, in words, for snapshots.
+    pub(crate) fn describe_rebalance(&self, key: &GroupKey) -> String {
         let (GroupKey::Join(group) | GroupKey::Sync(group)) = key;
         let Some(handle) = self.group(group) else {
             return format!("group {group} (gone)");
@@ -173,7 +189,8 @@ impl GroupOperations for GroupCoordinator {
         }
     }
 
-    fn describe_heartbeat(&self, key: &MemberKey, pending: bool) -> String {
+    /// What a DelayedHeartbeat waits for, in words, for snapshots.
+    pub(crate) fn describe_heartbeat(&self, key: &MemberKey, pending: bool) -> String {
         let Some(handle) = self.group(&key.group) else {
             return format!("member {key} (group gone)");
         };

@@ -8,8 +8,9 @@
 //! - [`DelayedProduce`]: an `acks=all` produce waiting for the high watermark.
 //! - [`DelayedFetch`]: a fetch waiting for `min_bytes` of data (up to the log end for a
 //!   follower, up to the high watermark for a consumer) or for `max_wait_ms`.
-//! - [`group`]: the group coordinator's `DelayedJoin`, `InitialDelayedJoin`, `DelayedSync`
-//!   (the Rebalance purgatory) and `DelayedHeartbeat` (the Heartbeat purgatory).
+//!
+//! The group coordinator's `DelayedJoin`, `InitialDelayedJoin`, `DelayedSync` and
+//! `DelayedHeartbeat` live with it, in [`crate::coordinator::delayed`], as Kafka's do.
 //!
 //! An operation answers through a *callback* handed in by whoever parked it (Kafka's
 //! `responseCallback`): it produces domain results — per-partition errors, offsets,
@@ -21,15 +22,10 @@
 //! `RUST_LOG=purgatory=info` the story of each request can be read in the log.
 
 pub mod fetch;
-pub mod group;
 pub mod produce;
 
 pub use fetch::{
     DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus,
-};
-pub use group::{
-    DelayedHeartbeat, DelayedJoin, DelayedRebalance, DelayedSync, GroupKey, GroupOperations,
-    InitialDelayedJoin, MemberKey,
 };
 pub use produce::{DelayedProduce, ProduceCallback, ProducePartitionResult};
 

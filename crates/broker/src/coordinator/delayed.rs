@@ -17,11 +17,11 @@
 //!   heartbeat, join or sync completes it and parks the next one. If it expires, the member
 //!   is gone (a closed connection means nothing: only this, or LeaveGroup, removes a member).
 //!
-//! As everywhere in `delayed/`, the operations decide nothing themselves and import nothing
-//! above them: they carry the group (and member, generation, rebalance) they belong to and
-//! ask the coordinator through [`GroupOperations`], a trait the coordinator implements
-//! (Kafka's `coordinator.tryCompleteJoin`, `onCompleteJoin`, `onExpireHeartbeat`, ...). They
-//! hold it weakly, so a parked operation never keeps a dropped broker alive.
+//! They live with the coordinator, as Kafka's do, and decide nothing themselves: they carry
+//! the group (and member, generation, rebalance) they belong to and call the coordinator
+//! back (`operations.rs`: Kafka's `coordinator.tryCompleteJoin`, `onCompleteJoin`,
+//! `onExpireHeartbeat`, ...). They hold it weakly, so a parked operation never keeps a
+//! dropped broker alive.
 //!
 //! Each carries what makes it current — the group's rebalance number, its generation, the
 //! member's heartbeat epoch — so one that was overtaken (a newer heartbeat, a newer
@@ -31,6 +31,8 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 
 use timewheel::{Completion, DelayedOperation};
+
+use super::GroupCoordinator;
 
 /// The key of a Rebalance-purgatory operation (Kafka's `GroupJoinKey` / `GroupSyncKey`).
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -65,35 +67,8 @@ impl fmt::Display for MemberKey {
     }
 }
 
-/// What the group operations ask of the coordinator. Every call takes the group's lock
-/// itself, so the purgatory must never call them with it held — and it does not: the
-/// coordinator only calls into its purgatories after releasing the group lock.
-pub trait GroupOperations: Send + Sync {
-    /// DelayedJoin: may rebalance `rebalance` of `group` complete now (every member
-    /// rejoined)? Also true if that rebalance is over, so a stale operation goes away.
-    fn try_complete_join(&self, group: &str, rebalance: u64) -> bool;
-    /// DelayedJoin completed (everyone rejoined, or the rebalance timeout passed).
-    fn on_complete_join(&self, group: &str, rebalance: u64);
-    /// InitialDelayedJoin's delay passed: wait again (`remaining_ms` left) if new members
-    /// arrived meanwhile, else complete the join as [`on_complete_join`](Self::on_complete_join).
-    fn on_complete_initial_join(&self, join: &InitialDelayedJoin);
-    /// DelayedSync: has every member of `generation` sent its SyncGroup (or is that
-    /// generation over)?
-    fn try_complete_sync(&self, group: &str, generation: i32) -> bool;
-    /// DelayedSync expired: remove the members that never synced, rebalance.
-    fn on_expire_sync(&self, group: &str, generation: i32);
-    /// DelayedHeartbeat: has `member` heartbeated since this operation's `epoch` (or left)?
-    fn try_complete_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool) -> bool;
-    /// DelayedHeartbeat expired: the session timed out; remove the member, rebalance.
-    fn on_expire_heartbeat(&self, key: &MemberKey, epoch: u64, pending: bool);
-    /// What a Rebalance operation on `key` waits for, in words, for snapshots.
-    fn describe_rebalance(&self, key: &GroupKey) -> String;
-    /// What a DelayedHeartbeat waits for, in words, for snapshots.
-    fn describe_heartbeat(&self, key: &MemberKey, pending: bool) -> String;
-}
-
 /// A weak handle on the coordinator, upgraded for each call.
-pub type Coordinator = Weak<dyn GroupOperations>;
+pub type Coordinator = Weak<GroupCoordinator>;
 
 /// Kafka's `DelayedJoin`: a group in PreparingRebalance waiting for its members to rejoin.
 pub struct DelayedJoin {
@@ -175,7 +150,7 @@ impl DelayedRebalance {
         }
     }
 
-    fn coordinator(&self) -> Option<Arc<dyn GroupOperations>> {
+    fn coordinator(&self) -> Option<Arc<GroupCoordinator>> {
         match self {
             DelayedRebalance::Join(j) => j.coordinator.upgrade(),
             DelayedRebalance::InitialJoin(j) => j.coordinator.upgrade(),
