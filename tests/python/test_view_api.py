@@ -188,9 +188,10 @@ def test_api_requests_filters_by_client_and_topic(broker):
     assert not any(r["request"] == "FetchFollower" for r in followers)
 
 
-def test_the_stream_sends_ten_frames_a_second_while_things_change_and_none_when_idle():
-    """The page's stream: at least 10 frames a second while produces flow, none while
-    nothing changes (a manual clock: no timeout or long poll moves on by itself)."""
+def test_the_stream_paces_its_frames_while_things_change_and_sends_none_when_idle():
+    """The page's stream: while produces flow it keeps sending frames, paced (about one
+    every 90 ms, not one per change); while nothing changes it sends none (a manual
+    clock: no timeout or long poll moves on by itself), and the next change sends one."""
     import statistics
     import threading
     import time
@@ -236,15 +237,19 @@ def test_the_stream_sends_ten_frames_a_second_while_things_change_and_none_when_
         assert delivered and all(err is None for err in delivered)
         busy = [t for t in arrivals if t > busy_from][:31]
         gaps = [b2 - b1 for b1, b2 in zip(busy, busy[1:])]
-        # At most 11 a second by design (one every 90 ms); the median gap says how often
-        # the page heard of a change, whatever one hiccup of a shared machine did.
-        assert statistics.median(gaps) <= 0.1, gaps
+        # At most 11 a second by design (one every 90 ms), however many changes there
+        # were: hundreds of produces went by. A slow machine only makes gaps longer.
+        assert len(delivered) > len(busy), "more changes than frames"
+        assert statistics.median(gaps) >= 0.08, gaps
 
         # Idle: once the last produce's frame is out, nothing changes and nothing is sent.
         wait_for("the stream to settle", lambda: time.monotonic() - arrivals[-1] > 0.5)
         settled = len(arrivals)
         time.sleep(2)  # a window to count in, not a wait for an event
         assert len(arrivals) == settled, "frames sent while nothing changed"
+        # The stream was alive all along: the next change is sent.
+        call(b, "POST", "/api/clock/advance", b"1")
+        wait_for("the frame of the clock's step", lambda: len(arrivals) > settled)
     finally:
         b.stop()  # which ends the stream and its reader
 

@@ -801,10 +801,15 @@ async fn waits_for_a_leader_that_is_not_up_yet() {
         fetch_max_wait_ms: 100,
         ..FollowerConfig::new(2, addr.to_string())
     });
-    sleep(Duration::from_millis(200)).await;
-    let s = f.status();
-    assert_eq!(s.state, FollowerState::Connecting);
-    assert!(s.last_error.is_some());
+    wait_until("a refused connection recorded", || {
+        f.status().last_error.is_some()
+    })
+    .await;
+    assert_eq!(
+        f.status().state,
+        FollowerState::Connecting,
+        "and it keeps trying"
+    );
 
     let leader = FakeLeader::serve(TcpListener::bind(addr).await.expect("rebind"));
     leader.topic("demo", 1, &[1, 2, 3]);
