@@ -10,18 +10,21 @@
 //! high watermark moves (consumers), until `max_wait_ms` passes; then it reads whatever is
 //! there and answers.
 //!
-//! The same rule decides, when the fetch arrives, whether it needs to wait at all, and the
-//! same read ([`read_from_local_log`]) builds the answer either way.
+//! The rule and the read live with the replica manager (`can_respond_now` and
+//! `read_from_local_log` in `replica_manager/fetch.rs`), which also uses them when the
+//! fetch arrives, to decide whether it needs to wait at all; the same read builds the
+//! answer either way.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use replog::{ReadBound, ReadError};
+use replog::ReadBound;
 use timewheel::{Completion, DelayedOperation};
 
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
+use crate::replica_manager::fetch::{can_respond_now, read_from_local_log};
 use crate::telemetry::{current_cause, Cause};
 
 /// Consumer fetches are logged at info; followers long-poll all the time, so their parked
@@ -89,7 +92,8 @@ pub struct FetchPartitionData {
 }
 
 impl FetchPartitionData {
-    fn error(error: ResponseError) -> Self {
+    /// The answer for a partition that failed: no offsets, no records.
+    pub(crate) fn error(error: ResponseError) -> Self {
         FetchPartitionData {
             error: Some(error),
             high_watermark: -1,
@@ -102,81 +106,6 @@ impl FetchPartitionData {
 
 /// Where a fetch's answer goes: one entry per partition, in the order they were given.
 pub type FetchCallback = Box<dyn FnOnce(Vec<(TopicPartition, FetchPartitionData)>) + Send>;
-
-/// Kafka's rule for answering a fetch without (further) waiting: no partitions, an error
-/// on any partition, `min_bytes == 0`, or at least `min_bytes` readable, counting each
-/// partition up to its `partition_max_bytes` and the whole up to `max_bytes`.
-pub fn can_respond_now(params: &FetchParams, partitions: &[FetchPartitionStatus]) -> bool {
-    let mut accumulated = 0usize;
-    for p in partitions {
-        if p.error.is_some() {
-            return true;
-        }
-        let Some(handle) = p.handle.as_ref().filter(|h| !h.is_deleted()) else {
-            return true;
-        };
-        let log = handle.lock();
-        if p.fetch_offset < log.log_start_offset() || p.fetch_offset > log.log_end_offset() {
-            return true; // out of range: the read answers OFFSET_OUT_OF_RANGE
-        }
-        let available = log.bytes_available(p.fetch_offset, params.bound);
-        accumulated = accumulated.saturating_add(available.min(p.partition_max_bytes));
-    }
-    partitions.is_empty() || accumulated.min(params.max_bytes) >= params.min_bytes
-}
-
-/// Reads every partition of a fetch (at once, or when a parked fetch completes).
-/// `max_bytes` bounds the whole answer, except that the first batch found is always
-/// returned whole (KIP-74), so a consumer can never get stuck behind a large batch.
-pub fn read_from_local_log(
-    params: &FetchParams,
-    partitions: &[FetchPartitionStatus],
-) -> Vec<(TopicPartition, FetchPartitionData)> {
-    let mut remaining = params.max_bytes;
-    let mut first = true;
-    partitions
-        .iter()
-        .map(|p| {
-            let data = match (&p.handle, p.error) {
-                (_, Some(error)) => FetchPartitionData::error(error),
-                (Some(handle), None) if !handle.is_deleted() => {
-                    let log = handle.lock();
-                    let budget = p.partition_max_bytes.min(remaining);
-                    let read = if budget == 0 && !first {
-                        Ok(Bytes::new())
-                    } else {
-                        log.read(p.fetch_offset, budget, params.bound)
-                            .map(|read| read.records)
-                    };
-                    match read {
-                        Ok(records) => {
-                            if !records.is_empty() {
-                                first = false;
-                            }
-                            remaining = remaining.saturating_sub(records.len());
-                            FetchPartitionData {
-                                error: None,
-                                high_watermark: log.high_watermark(),
-                                last_stable_offset: log.last_stable_offset(),
-                                log_start_offset: log.log_start_offset(),
-                                records: Some(records),
-                            }
-                        }
-                        Err(e @ ReadError::OffsetOutOfRange { .. }) => FetchPartitionData {
-                            error: Some(e.error()),
-                            high_watermark: log.high_watermark(),
-                            last_stable_offset: log.last_stable_offset(),
-                            log_start_offset: log.log_start_offset(),
-                            records: None,
-                        },
-                    }
-                }
-                _ => FetchPartitionData::error(ResponseError::UnknownTopicOrPartition),
-            };
-            (p.tp.clone(), data)
-        })
-        .collect()
-}
 
 /// A fetch parked in the fetch purgatory.
 pub struct DelayedFetch {

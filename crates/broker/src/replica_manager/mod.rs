@@ -35,7 +35,7 @@
 //! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
 
 mod append;
-mod fetch;
+pub(crate) mod fetch;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
 pub mod log_memory;
 pub mod producer_ids;
