@@ -5,9 +5,9 @@
 //! `GroupCoordinator` for consumer groups — and turns their answers back into responses.
 //! The layers only point downwards: the coordinator appends to `__consumer_offsets`
 //! through the replica manager's `append_records`, and the replica manager knows nothing
-//! of groups. A connection holds one [`KafkaApis`] and hands it to
-//! [`handlers::dispatch`](crate::handlers::dispatch), which passes each handler only the
-//! component its API needs.
+//! of groups. A connection holds one [`KafkaApis`] and gives it each request
+//! ([`KafkaApis::handle`], with the routing table in `handlers/`), which passes each handler
+//! only the component its API needs.
 
 use std::sync::Arc;
 

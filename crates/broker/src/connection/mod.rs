@@ -255,7 +255,7 @@ fn handle(
     request: RequestKind,
     reserved: usize,
 ) -> Slot {
-    let reply = handlers::dispatch(apis, &ctx, request);
+    let reply = apis.handle(&ctx, request);
     Slot {
         correlation_id: ctx.correlation_id,
         api_key,

@@ -121,35 +121,38 @@ pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
         .map(|(_, min, max)| (*min, *max))
 }
 
-/// Routes a decoded request to its handler.
-pub fn dispatch(apis: &KafkaApis, ctx: &RequestContext, request: RequestKind) -> Reply {
-    let rm = &apis.replica_manager;
-    let gc = &apis.group_coordinator;
-    match request {
-        RequestKind::ApiVersions(r) => Reply::now(api_versions::handle(ctx, r)),
-        RequestKind::Metadata(r) => Reply::now(metadata::handle(rm, ctx, r)),
-        RequestKind::Produce(r) => produce::handle(rm, ctx, r),
-        RequestKind::Fetch(r) => fetch::handle(rm, ctx, r),
-        RequestKind::ListOffsets(r) => Reply::now(list_offsets::handle(rm, ctx, r)),
-        RequestKind::InitProducerId(r) => Reply::now(init_producer_id::handle(rm, ctx, r)),
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            Reply::now(offset_for_leader_epoch::handle(rm, ctx, r))
+impl KafkaApis {
+    /// Routes a decoded request to its handler (Kafka's `KafkaApis.handle`), passing each
+    /// handler only the component its API needs.
+    pub fn handle(&self, ctx: &RequestContext, request: RequestKind) -> Reply {
+        let rm = &self.replica_manager;
+        let gc = &self.group_coordinator;
+        match request {
+            RequestKind::ApiVersions(r) => Reply::now(api_versions::handle(ctx, r)),
+            RequestKind::Metadata(r) => Reply::now(metadata::handle(rm, ctx, r)),
+            RequestKind::Produce(r) => produce::handle(rm, ctx, r),
+            RequestKind::Fetch(r) => fetch::handle(rm, ctx, r),
+            RequestKind::ListOffsets(r) => Reply::now(list_offsets::handle(rm, ctx, r)),
+            RequestKind::InitProducerId(r) => Reply::now(init_producer_id::handle(rm, ctx, r)),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                Reply::now(offset_for_leader_epoch::handle(rm, ctx, r))
+            }
+            RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
+            RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
+            RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
+            RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
+            RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
+            RequestKind::SyncGroup(r) => sync_group::handle(gc, ctx, r),
+            RequestKind::Heartbeat(r) => heartbeat::handle(gc, ctx, r),
+            RequestKind::LeaveGroup(r) => leave_group::handle(gc, ctx, r),
+            RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
+            RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, ctx, r),
+            RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
+            RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
+            RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),
+            // The frontend only decodes APIs listed in SUPPORTED_APIS.
+            _ => Reply::Nothing,
         }
-        RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
-        RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
-        RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
-        RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
-        RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
-        RequestKind::SyncGroup(r) => sync_group::handle(gc, ctx, r),
-        RequestKind::Heartbeat(r) => heartbeat::handle(gc, ctx, r),
-        RequestKind::LeaveGroup(r) => leave_group::handle(gc, ctx, r),
-        RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
-        RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, ctx, r),
-        RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
-        RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
-        RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),
-        // The frontend only decodes APIs listed in SUPPORTED_APIS.
-        _ => Reply::Nothing,
     }
 }
 

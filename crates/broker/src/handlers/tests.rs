@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use replog::test_util::BatchBuilder;
 
-use super::{dispatch, Reply, RequestContext, SUPPORTED_APIS};
+use super::{Reply, RequestContext, SUPPORTED_APIS};
 use crate::apis::KafkaApis;
 use crate::config::{BrokerConfig, ClockMode};
 use crate::connection::encode_response;
@@ -368,7 +368,7 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
                     peer: "127.0.0.1:1".parse().unwrap(),
                     trace: crate::telemetry::TraceId::NONE,
                 };
-                let response = match dispatch(&apis, &ctx, request) {
+                let response = match apis.handle(&ctx, request) {
                     Reply::Now(r) => *r,
                     Reply::Nothing => continue,
                     Reply::Close(reason) => panic!("{api:?} v{version}: closed: {reason}"),
@@ -414,7 +414,7 @@ fn round_trip(api: ApiKey, version: i16, response: &ResponseKind) {
         .unwrap_or_else(|e| panic!("{api:?} v{version} does not decode back: {e}"));
 }
 
-/// Sends a request through `dispatch` and returns the response, advancing the manual clock
+/// Sends a request through `KafkaApis::handle` and returns the response, advancing the manual clock
 /// if it was parked; every response is round-tripped through the codec at `version`.
 fn exchange(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
     let api = request_api(&request);
@@ -425,7 +425,7 @@ fn exchange(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKin
         peer: "127.0.0.1:1".parse().unwrap(),
         trace: crate::telemetry::TraceId::NONE,
     };
-    let response = match dispatch(apis, &ctx, request) {
+    let response = match apis.handle(&ctx, request) {
         Reply::Now(r) => *r,
         Reply::Later(mut rx) => {
             apis.replica_manager.timer.advance_by(1);
@@ -739,7 +739,7 @@ fn ask(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
         peer: "127.0.0.1:1".parse().unwrap(),
         trace: crate::telemetry::TraceId::NONE,
     };
-    match dispatch(apis, &ctx, request) {
+    match apis.handle(&ctx, request) {
         Reply::Now(r) => *r,
         _ => panic!("expected an immediate response"),
     }
@@ -1178,7 +1178,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
                     peer: "127.0.0.1:1".parse().unwrap(),
                     trace: crate::telemetry::TraceId::NONE,
                 };
-                let response = match dispatch(&apis, &ctx, request) {
+                let response = match apis.handle(&ctx, request) {
                     Reply::Now(r) => Some(*r),
                     Reply::Later(rx) => {
                         parked.push(rx);
