@@ -9,8 +9,6 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use crate::telemetry::TraceId;
-
 /// Who sent a request, for responses, logs and the state API.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -39,5 +37,19 @@ impl RequestContext {
             peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             trace: TraceId::NONE,
         }
+    }
+}
+
+/// Identifies a request in the request log (0: not traced).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TraceId(pub u64);
+
+impl TraceId {
+    /// A request that is not in the log (internal work, tests).
+    pub const NONE: TraceId = TraceId(0);
+
+    /// Its number in the request log.
+    pub fn seq(self) -> u64 {
+        self.0
     }
 }

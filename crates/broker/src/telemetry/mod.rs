@@ -41,20 +41,7 @@ use requests::{RequestEntry, RequestLog};
 
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
-
-/// Identifies a request in the request log (0: not traced).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TraceId(pub u64);
-
-impl TraceId {
-    /// A request that is not in the log (internal work, tests).
-    pub const NONE: TraceId = TraceId(0);
-
-    /// Its number in the request log.
-    pub fn seq(self) -> u64 {
-        self.0
-    }
-}
+pub use crate::request::TraceId;
 
 /// Kafka's name for a request in its metrics: the API's name, except that fetches are
 /// split into `FetchConsumer` and `FetchFollower`.
