@@ -8,11 +8,48 @@
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
+use crate::clock::Clock;
 use crate::task::Task;
-use crate::timer::Shared;
-use crate::wheel::Expired;
+use crate::wheel::{Expired, TimerConfig, TimingWheel};
+
+/// Everything behind the wheel lock.
+pub(crate) struct State {
+    pub(crate) wheel: TimingWheel<Task>,
+    /// When the driver plans to wake: [`AWAKE`] while it runs (or is frozen),
+    /// `u64::MAX` while it sleeps with nothing pending. A schedule earlier than this wakes
+    /// it.
+    pub(crate) sleeping_until: u64,
+    pub(crate) shut_down: bool,
+}
+
+/// What the driver thread shares with the handles.
+pub(crate) struct Shared {
+    /// The wheel's id (a handle's `key.wheel`), readable without the lock.
+    pub(crate) id: u32,
+    pub(crate) config: TimerConfig,
+    pub(crate) clock: Clock,
+    pub(crate) state: Mutex<State>,
+    pub(crate) wakeup: Condvar,
+}
+
+impl Shared {
+    pub(crate) fn new(config: TimerConfig, clock: Clock) -> Shared {
+        let wheel = TimingWheel::new(config.tick_ms, config.wheel_size, clock.now_ms());
+        Shared {
+            id: wheel.id(),
+            config,
+            clock,
+            state: Mutex::new(State {
+                wheel,
+                sleeping_until: AWAKE,
+                shut_down: false,
+            }),
+            wakeup: Condvar::new(),
+        }
+    }
+}
 
 /// `State::sleeping_until` while the driver is awake, or frozen (or there is no driver):
 /// no schedule needs to wake it.

@@ -22,7 +22,16 @@
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::sync::Arc;
 
-use crate::timer::TimerTask;
+/// Something a [`Timer`](crate::Timer) can run when it fires.
+///
+/// Implement it to schedule an object that is already behind an `Arc` without any further
+/// allocation; that is how a [`Purgatory`](crate::Purgatory) puts its operations' timeouts
+/// in the wheel.
+pub trait TimerTask: Send + Sync + 'static {
+    /// Called once, when the timer fires, outside every timer lock. Not called if the timer
+    /// is cancelled or the timer shuts down first.
+    fn run(self: Arc<Self>);
+}
 
 /// The in-place storage: 8 bytes, aligned to 8.
 type Storage = MaybeUninit<u64>;

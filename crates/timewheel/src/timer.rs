@@ -1,7 +1,7 @@
 //! The timer: a shared, thread-safe timing wheel with a clock and a driver.
 //!
 //! This is Kafka's `SystemTimer`: the single timer a broker's purgatories (produce,
-//! fetch, join, ...) all put their timeouts in. It wraps a [`TimingWheel`] in a mutex and
+//! fetch, join, ...) all put their timeouts in. It wraps a [`TimingWheel`](crate::TimingWheel) in a mutex and
 //! drives it in one of two ways, with the same code underneath:
 //!
 //! * [`Timer::system`]: a monotonic clock and a background *driver* thread (`driver.rs`)
@@ -30,43 +30,15 @@
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::clock::Clock;
-use crate::driver;
+use crate::driver::{self, Shared};
 use crate::slab::Key;
 use crate::snapshot::{WheelPosition, WheelSnapshot};
 use crate::task::Task;
-use crate::wheel::TimingWheel;
-
-/// Shape of the wheel underneath a [`Timer`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimerConfig {
-    /// Width of a level-0 bucket, in milliseconds: the timer's resolution. Default 1.
-    pub tick_ms: u64,
-    /// Buckets per level. Default 20 (Kafka's), so the levels span 20 ms, 400 ms, 8 s, ...
-    pub wheel_size: usize,
-}
-
-impl Default for TimerConfig {
-    fn default() -> Self {
-        TimerConfig {
-            tick_ms: 1,
-            wheel_size: 20,
-        }
-    }
-}
-
-/// Something a [`Timer`] can run when it fires.
-///
-/// Implement it to schedule an object that is already behind an `Arc` without any further
-/// allocation; that is how a [`Purgatory`](crate::Purgatory) puts its operations' timeouts
-/// in the wheel.
-pub trait TimerTask: Send + Sync + 'static {
-    /// Called once, when the timer fires, outside every timer lock. Not called if the timer
-    /// is cancelled or the timer shuts down first.
-    fn run(self: Arc<Self>);
-}
+pub use crate::task::TimerTask;
+pub use crate::wheel::TimerConfig;
 
 /// Identifies one scheduled timer, for [`Timer::cancel`].
 ///
@@ -83,26 +55,6 @@ impl TimerHandle {
     pub(crate) fn key_bits(self) -> u64 {
         ((self.key.index as u64) << 32) | self.key.generation as u64
     }
-}
-
-/// Everything behind the wheel lock.
-pub(crate) struct State {
-    pub(crate) wheel: TimingWheel<Task>,
-    /// When the driver plans to wake: [`driver::AWAKE`] while it runs (or is frozen),
-    /// `u64::MAX` while it sleeps with nothing pending. A schedule earlier than this wakes
-    /// it.
-    pub(crate) sleeping_until: u64,
-    pub(crate) shut_down: bool,
-}
-
-/// What the driver thread shares with the handles.
-pub(crate) struct Shared {
-    /// The wheel's id (a handle's `key.wheel`), readable without the lock.
-    id: u32,
-    config: TimerConfig,
-    pub(crate) clock: Clock,
-    pub(crate) state: Mutex<State>,
-    pub(crate) wakeup: Condvar,
 }
 
 /// Owned by the `Timer` handles (not by the driver): dropping the last handle stops the
@@ -437,22 +389,5 @@ impl std::fmt::Debug for Timer {
             .field("now_ms", &self.now_ms())
             .field("pending", &self.pending())
             .finish()
-    }
-}
-
-impl Shared {
-    fn new(config: TimerConfig, clock: Clock) -> Shared {
-        let wheel = TimingWheel::new(config.tick_ms, config.wheel_size, clock.now_ms());
-        Shared {
-            id: wheel.id(),
-            config,
-            clock,
-            state: Mutex::new(State {
-                wheel,
-                sleeping_until: driver::AWAKE,
-                shut_down: false,
-            }),
-            wakeup: Condvar::new(),
-        }
     }
 }

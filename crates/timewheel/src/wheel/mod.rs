@@ -133,6 +133,25 @@ fn next_wheel_id() -> u32 {
         .expect("a process creates at most 2^32 timing wheels")
 }
 
+/// Shape of the wheel underneath a [`Timer`](crate::Timer): its tick and how many buckets
+/// each level has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerConfig {
+    /// Width of a level-0 bucket, in milliseconds: the timer's resolution. Default 1.
+    pub tick_ms: u64,
+    /// Buckets per level. Default 20 (Kafka's), so the levels span 20 ms, 400 ms, 8 s, ...
+    pub wheel_size: usize,
+}
+
+impl Default for TimerConfig {
+    fn default() -> Self {
+        TimerConfig {
+            tick_ms: 1,
+            wheel_size: 20,
+        }
+    }
+}
+
 /// A hierarchical timing wheel holding values of type `T` until their deadline.
 ///
 /// Single-threaded; see the [module documentation](self) for the design and costs.
