@@ -29,8 +29,8 @@
 //! it. Crash, restart and shutdown drop the whole session, connection included.
 
 use crate::batch::CheckedBatches;
-use crate::follower::{Control, Desired, PartitionState, ReplicaState, Shared, TopicPartition};
 use crate::log::PartitionLog;
+use crate::state::{Control, Desired, PartitionState, ReplicaState, Shared, TopicPartition};
 use crate::wire::KafkaConnection;
 use anyhow::{anyhow, bail, Context, Result};
 use kafka_protocol::error::ParseResponseErrorCode;
@@ -235,7 +235,7 @@ async fn run_session(
     let epoch = {
         let mut st = shared.replica.lock();
         st.connected = true;
-        st.connections += 1;
+        st.counters.connections += 1;
         st.wipe_epoch
     };
     backoff.reset();
@@ -531,8 +531,8 @@ impl Session<'_> {
         let req = self.build_fetch(&control)?;
         {
             let mut st = self.shared.replica.lock();
-            st.fetches_sent += 1;
-            st.last_fetch_unix_ms = Some(now_unix_ms());
+            st.counters.fetches_sent += 1;
+            st.counters.last_fetch_unix_ms = Some(now_unix_ms());
         }
         let wait = Duration::from_millis(self.shared.config.fetch_max_wait_ms.max(0) as u64);
         let resp = timeout(
@@ -670,8 +670,8 @@ impl Session<'_> {
                 }
             }
         }
-        st.bytes_fetched += fetched;
-        st.rejected_responses += rejected;
+        st.counters.bytes_fetched += fetched;
+        st.counters.rejected_responses += rejected;
         if last_error.is_some() {
             st.last_error = last_error;
         }
@@ -703,7 +703,7 @@ impl Session<'_> {
                 Err(e) => warn!("{tp}: dropped stale data: {e}"),
             }
         }
-        st.batches_appended += appended;
+        st.counters.batches_appended += appended;
         Ok(())
     }
 

@@ -36,11 +36,14 @@ mod fetcher;
 mod follower;
 pub mod log;
 pub mod scenario;
+mod state;
 pub mod wire;
 
 pub use config::FollowerConfig;
 pub use fetcher::{API_VERSIONS_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION};
-pub use follower::{Follower, FollowerHandle, FollowerState, FollowerStatus, PartitionStatus};
+pub use follower::{
+    Follower, FollowerCounters, FollowerHandle, FollowerState, FollowerStatus, PartitionStatus,
+};
 pub use log::PartitionLog;
 pub use scenario::{
     run_scenario, run_scenario_with, run_timeline, spawn_followers, Action, Scenario,

@@ -87,8 +87,8 @@ fn log_status(followers: &BTreeMap<i32, FollowerHandle>) {
             "follower {}: {:?}, {} fetches, {} bytes; {}",
             s.replica_id,
             s.state,
-            s.fetches_sent,
-            s.bytes_fetched,
+            s.counters.fetches_sent,
+            s.counters.bytes_fetched,
             if parts.is_empty() {
                 "no partitions yet".to_owned()
             } else {

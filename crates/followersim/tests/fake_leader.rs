@@ -495,7 +495,7 @@ async fn replicates_from_its_log_end_offset_with_its_replica_id() {
         p.batches.iter().flat_map(|b| b.1.clone()).collect()
     });
     assert_eq!(ours, theirs);
-    assert!(s.bytes_fetched > 0 && s.fetches_sent > 0);
+    assert!(s.counters.bytes_fetched > 0 && s.counters.fetches_sent > 0);
     f.shutdown().await;
     assert_eq!(f.status().state, FollowerState::Stopped);
     wait_until("the connection is closed", || {
@@ -520,7 +520,7 @@ async fn pause_stops_fetching_but_keeps_the_connection() {
     // not run since `pause()`: every Fetch it may send from here on is counted in `sent`.
     // One may be in flight; it is finished, so wait until the leader has answered it
     // before appending (otherwise it would rightly carry the new data).
-    let sent = f.status().fetches_sent as usize;
+    let sent = f.status().counters.fetches_sent as usize;
     wait_until(
         "the leader answered the Fetches sent before the pause",
         || leader.answered_fetches() >= sent,
@@ -591,7 +591,7 @@ async fn crash_loses_everything_and_restart_refetches_from_zero() {
         "refetched from offset 0: {after:?}"
     );
     assert_eq!(leader.state.lock().connections, 2);
-    assert_eq!(f.status().connections, 2);
+    assert_eq!(f.status().counters.connections, 2);
     f.shutdown().await;
 }
 
@@ -655,7 +655,7 @@ async fn corrupt_data_is_rejected_and_fetched_again() {
     })
     .await;
     let s = f.status();
-    assert_eq!(s.rejected_responses, 2);
+    assert_eq!(s.counters.rejected_responses, 2);
     assert!(
         s.last_error.as_deref().is_some_and(|e| e.contains("CRC")),
         "{s:?}"
@@ -678,7 +678,7 @@ async fn partial_batches_are_dropped_and_fetched_again() {
         leo(&f, "demo", 0) == Some(10)
     })
     .await;
-    assert_eq!(f.status().rejected_responses, 0);
+    assert_eq!(f.status().counters.rejected_responses, 0);
     f.shutdown().await;
 }
 
@@ -737,7 +737,7 @@ async fn knobs_change_what_it_sends() {
     // or will be answered first. Only the lower bound is asserted: a sleep never ends
     // early, while a busy machine may make any gap longer.
     f.set_fetch_delay_ms(200);
-    let sent = f.status().fetches_sent as usize;
+    let sent = f.status().counters.fetches_sent as usize;
     wait_until("three Fetches under the delay", || {
         leader.fetches().len() >= sent + 3
     })
