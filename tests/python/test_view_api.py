@@ -138,11 +138,11 @@ def test_metrics_have_kafkas_names_and_count_a_known_sequence(manual_broker):
     assert value(samples, "kafka_server_replicamanager_isrexpands_total") == 1
     assert value(samples, "kafka_server_replicamanager_atminisrpartitioncount") == 1
 
-    # The README lists every metric.
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    # The reference lists every metric.
+    reference = open(os.path.join(ROOT, "docs", "reference.md")).read()
     for name, family in families.items():
         shown = name + "_total" if family.type == "counter" else name
-        assert f"`{shown}`" in readme, f"README does not list {shown}"
+        assert f"`{shown}`" in reference, f"docs/reference.md does not list {shown}"
 
 
 def test_ctl_trace_prints_a_produce_story_as_it_happens(broker):

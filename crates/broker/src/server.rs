@@ -22,13 +22,11 @@ use crate::replica_manager::ReplicaManager;
 /// follower appends and sends its next Fetch, the second one moves the high watermark,
 /// which completes the produce. On a multi-thread runtime nearly every one of those
 /// wake-ups also wakes an idle worker thread to steal the task (a futex or eventfd write,
-/// and a cross-CPU hand-over that costs 15-30 µs on the 2-vCPU machine it was measured
-/// on); on one thread the chain runs straight through. Measured with `cargo bench -p
-/// purgatory --bench vs_mock -- --variants ct,mt2` (15 interleaved rounds, see
-/// crates/broker/README.md): sequential acks=all p50 210 µs on one thread against 290 µs
-/// on two workers, and a tenth less CPU per message; throughput within the noise (0.73x
-/// against 0.78x the mock's on a loaded machine). Handlers never block, and timeouts run
-/// on the timing wheel's own thread, so one thread is enough for a mock broker's load.
+/// and a hand-over to another CPU); on one thread the chain runs straight through, with
+/// lower latency and less CPU per message (`cargo bench -p purgatory --bench vs_mock --
+/// --variants ct,mt2`; the figures are in docs/performance.md). Handlers never block, and
+/// timeouts run on the timing wheel's own thread, so one thread is enough for a mock
+/// broker's load.
 /// The benchmarks build their broker on this too, so that they measure what users run.
 /// The admin listener is the one part of `purgatory serve` that runs elsewhere, on a
 /// thread of its own ([`admin::start`](crate::admin::start) says why).

@@ -83,8 +83,9 @@ impl AdminState {
 /// a live-view frame snapshots every purgatory, partition and the wheel and writes tens of
 /// kilobytes of JSON, 11 times a second per open page. On the broker's thread each frame
 /// held up the requests queued behind it, and its large short-lived strings came from the
-/// same malloc arena as every request's buffers: under acks=all load with the page open,
-/// glibc's `_int_malloc` went from 14% to 20% of the broker's samples. On its own thread a
+/// same malloc arena as every request's buffers, which made allocation a larger share of
+/// the broker's time under acks=all load with the page open (docs/performance.md). On its
+/// own thread a
 /// frame builds on another core when there is one, from its own arena. Everything the
 /// handlers touch is shared across threads already (locks, atomics, tokio channels), so
 /// they run unchanged.

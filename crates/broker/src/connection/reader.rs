@@ -28,8 +28,7 @@ const MIN_REQUEST_BYTES: usize = 8;
 /// length prefix and then the body took two. And a read that returns less than it asked for
 /// tells tokio the socket is drained (epoll is edge-triggered), so the next read waits for
 /// readiness instead of making a system call that ends in EAGAIN: one `recvfrom` per
-/// request instead of three. (In the acks=all benchmark the broker reads three frames per
-/// message and the followers two; see README.md.)
+/// request instead of three.
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Reads size-prefixed frames from a connection through a buffer.
