@@ -1,9 +1,7 @@
-//! Kafka semantics this broker once got wrong, each checked over the wire on a manual
-//! clock: the minimum ISR in force on small topics, one batch per partition, no
-//! auto-creation on Produce, Kafka's DelayedFetch byte counting, and the connection close
-//! after a failed `acks=0` produce, the log start offset of a refused produce. Each test
-//! failed against the broker before the change it guards (the commit before the first
-//! ones is b22a826; later ones say what the broker did before).
+//! Kafka's produce and fetch rules, over the wire, on a manual clock: the minimum ISR in
+//! force on small topics, one batch per partition, no auto-creation on Produce, how a
+//! DelayedFetch counts bytes and when it has expired, the connection closed after a failed
+//! `acks=0` produce, and the log start offset of a refused produce.
 //!
 //! On a manual clock a parked request never completes by itself, so "answered at once" is
 //! checked by reading with a generous real-time limit: the limit only turns a hang into a
