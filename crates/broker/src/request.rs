@@ -5,7 +5,9 @@
 //! purgatories never look at the request itself, only at this, so that a log line or the
 //! state API can say "produce #17 from client rdkafka (127.0.0.1:50412) waits for ...".
 //! It lives below the handlers so that the layers under them can use it without
-//! importing anything from the wire side.
+//! importing anything from the wire side. Beside it: the request's number in the request
+//! log ([`TraceId`]), and what completed it if it was parked ([`Cause`]), which the change
+//! that completed it names when it wakes the purgatories.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -52,4 +54,44 @@ impl TraceId {
     pub fn seq(self) -> u64 {
         self.0
     }
+}
+
+/// What completed a parked request (or why it did not need to park).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cause {
+    /// Not known (not completed yet, or completed outside any traced change).
+    #[default]
+    Unknown,
+    /// Answered without waiting in a purgatory.
+    Immediate,
+    /// A follower's fetch moved its log end offset (and with it, perhaps, the HW).
+    FollowerFetch {
+        /// The follower's replica id.
+        replica: i32,
+        /// Its fetch offset: its new log end offset.
+        fetch_offset: i64,
+        /// The high watermark after the fetch.
+        high_watermark: i64,
+        /// The follower fetch's own request number in the request log.
+        request: u64,
+        /// The follower fetch's correlation id.
+        correlation_id: i32,
+    },
+    /// A produce appended to the partition (what a parked follower fetch waits for; with
+    /// the leader alone in the ISR it also moves the HW).
+    Append {
+        /// The produce's request number in the request log.
+        request: u64,
+        /// The partition's log end offset after the append.
+        log_end_offset: i64,
+    },
+    /// The periodic ISR check removed followers, and the HW moved on without them.
+    IsrShrink {
+        /// The high watermark after the shrink.
+        high_watermark: i64,
+    },
+    /// The timeout fired in the timing wheel.
+    Expired,
+    /// Completed with an error (the Kafka error code).
+    Error(i16),
 }

@@ -23,7 +23,7 @@
 //! assert_eq!(p.isr(), vec![1, 2, 3]);
 //! // Followers report their LEO by fetching; with nothing appended, the HW stays 0.
 //! let update = p.update_follower_fetch(2, 0, 10).unwrap();
-//! assert_eq!(update.high_watermark, 0);
+//! assert_eq!(update.change.after.high_watermark, 0);
 //! assert!(p.read(0, 1024, ReadBound::HighWatermark).unwrap().records.is_empty());
 //! ```
 
@@ -44,8 +44,9 @@ mod tests;
 pub use config::LogConfig;
 pub use error::{AppendError, FollowerError, ReadError};
 pub use partition::{
-    AppendInfo, FollowerSnapshot, FollowerUpdate, Partition, PartitionSnapshot, ReadBound,
-    ReadResult, ReplicationState, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+    AppendInfo, FollowerSnapshot, FollowerUpdate, IsrShrink, Marks, Partition, PartitionChange,
+    PartitionSnapshot, ReadBound, ReadResult, ReplicationState, UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
 };
 pub use producer_state::{BatchMetadata, ProducerStateEntry};
 pub use replica::FollowerState;

@@ -17,6 +17,8 @@ struct TwentiethTry {
 }
 
 impl DelayedOperation for TwentiethTry {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         self.tries.fetch_add(1, Ordering::SeqCst) + 1 >= 20
     }
@@ -92,6 +94,8 @@ struct Raced {
 }
 
 impl DelayedOperation for Raced {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         false
     }

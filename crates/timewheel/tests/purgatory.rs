@@ -56,6 +56,8 @@ impl MockOp {
 }
 
 impl DelayedOperation for MockOp {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         self.tries.fetch_add(1, Ordering::SeqCst);
         self.ready.load(Ordering::SeqCst)
@@ -105,7 +107,7 @@ fn check_and_complete_returns_0_then_1_then_0() {
     assert_eq!(p.check_and_complete(&"k"), 0);
     assert_eq!(p.check_and_complete(&"unknown"), 0);
     assert_eq!(op.operation().completions(), 1);
-    assert_eq!(op.operation().how(), Some(Completion::Satisfied));
+    assert_eq!(op.operation().how(), Some(Completion::Satisfied(())));
     assert_eq!(op.operation().expirations(), 0);
     assert_eq!(
         (p.watched(), p.delayed(), p.expired(), p.completed()),
@@ -124,7 +126,7 @@ fn an_operation_completable_at_once_is_neither_watched_nor_timed() {
     assert!(h.is_completed());
     assert_eq!(h.operation().tries.load(Ordering::SeqCst), 1);
     assert_eq!((p.watched(), p.delayed(), timer.pending()), (0, 0, 0));
-    assert_eq!(h.operation().how(), Some(Completion::Satisfied));
+    assert_eq!(h.operation().how(), Some(Completion::Satisfied(())));
     assert!(!h.force_complete());
 }
 
@@ -252,7 +254,7 @@ fn completion_exactly_once_whichever_path_wins() {
         let expected_expirations = usize::from(!watcher_first);
         assert_eq!(c.operation().expirations(), expected_expirations);
         let expected = if watcher_first {
-            Completion::Satisfied
+            Completion::Satisfied(())
         } else {
             Completion::Expired
         };
@@ -478,6 +480,8 @@ fn callbacks_may_reenter_the_purgatory() {
         done: Arc<AtomicUsize>,
     }
     impl DelayedOperation for Chain {
+        type Cause = ();
+
         fn try_complete(&self) -> bool {
             self.ready.load(Ordering::SeqCst)
         }
@@ -520,4 +524,45 @@ fn callbacks_may_reenter_the_purgatory() {
     timer.advance_by(5);
     assert_eq!(done.load(Ordering::SeqCst), 2);
     assert_eq!(p.expired(), 1);
+}
+
+#[test]
+fn a_check_hands_its_cause_to_the_operations_it_completes() {
+    /// Completes once `ready`; keeps the cause it was handed.
+    #[derive(Default)]
+    struct Told {
+        ready: AtomicBool,
+        told: Mutex<Option<Completion<&'static str>>>,
+    }
+    impl DelayedOperation for Told {
+        type Cause = &'static str;
+
+        fn try_complete(&self) -> bool {
+            self.ready.load(Ordering::SeqCst)
+        }
+        fn on_complete(&self, how: Completion<&'static str>) {
+            *self.told.lock().unwrap() = Some(how);
+        }
+    }
+    let timer = manual();
+    let p: Purgatory<&'static str, Told> =
+        Purgatory::new("told", timer.clone(), PurgatoryConfig::default());
+    let op = p.try_complete_else_watch(Told::default(), 1_000, vec!["k"]);
+    assert_eq!(p.check_and_complete_with(&"k", "not ready yet"), 0);
+    op.operation().ready.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete_with(&"k", "the append"), 1);
+    assert_eq!(
+        *op.operation().told.lock().unwrap(),
+        Some(Completion::Satisfied("the append")),
+        "the cause of the check that completed it"
+    );
+
+    // Completed when added: nobody checked, so the cause is the default.
+    let at_once = Told::default();
+    at_once.ready.store(true, Ordering::SeqCst);
+    let op = p.try_complete_else_watch(at_once, 1_000, vec!["k"]);
+    assert_eq!(
+        *op.operation().told.lock().unwrap(),
+        Some(Completion::Satisfied(""))
+    );
 }

@@ -160,6 +160,8 @@ impl DelayedRebalance {
 }
 
 impl DelayedOperation for DelayedRebalance {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         let Some(c) = self.coordinator() else {
             return true; // the broker is gone: nothing left to wait for
@@ -221,6 +223,8 @@ pub struct DelayedHeartbeat {
 }
 
 impl DelayedOperation for DelayedHeartbeat {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         match self.coordinator.upgrade() {
             Some(c) => c.try_complete_heartbeat(&self.key, self.epoch, self.pending),

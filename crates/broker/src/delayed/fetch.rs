@@ -25,7 +25,7 @@ use timewheel::{Completion, DelayedOperation};
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::replica_manager::fetch::{can_respond_now, read_from_local_log};
-use crate::telemetry::{current_cause, Cause};
+use crate::request::Cause;
 
 /// Consumer fetches are logged at info; followers long-poll all the time, so their parked
 /// fetches are logged at debug and do not drown the story of a produce.
@@ -182,13 +182,20 @@ impl DelayedFetch {
 }
 
 impl DelayedOperation for DelayedFetch {
+    /// The change that woke the purgatory: an append, a follower fetch, an ISR shrink.
+    type Cause = Cause;
+
     fn try_complete(&self) -> bool {
         can_respond_now(&self.params, &self.partitions)
     }
 
-    fn on_complete(&self, how: Completion) {
+    fn on_complete(&self, how: Completion<Cause>) {
+        let (expired, woken_by) = match how {
+            Completion::Satisfied(cause) => (false, cause),
+            Completion::Expired => (true, Cause::Expired),
+            Completion::Forced => (false, Cause::Unknown),
+        };
         let results = read_from_local_log(&self.params, &self.partitions);
-        let expired = how == Completion::Expired;
         let why = if expired {
             "expired: max_wait_ms passed"
         } else {
@@ -210,7 +217,7 @@ impl DelayedOperation for DelayedFetch {
         } else if let Some(error) = results.iter().find_map(|(_, d)| d.error) {
             Cause::Error(error.code())
         } else {
-            current_cause()
+            woken_by
         };
         self.meta.completed(
             cause,

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use timewheel::Timer;
 
-use crate::request::RequestContext;
-use crate::telemetry::{Cause, Telemetry, TraceId};
+use crate::request::{Cause, RequestContext, TraceId};
+use crate::telemetry::Telemetry;
 
 /// Tracing target for delayed-operation lifecycles.
 pub const TRACE_TARGET: &str = "purgatory::purgatory";

@@ -18,7 +18,7 @@ use tracing::info;
 
 use super::{Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
-use crate::telemetry::{current_cause, Cause};
+use crate::request::Cause;
 
 /// The outcome of one partition of a produce (Kafka's `PartitionResponse`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +130,9 @@ impl DelayedProduce {
 }
 
 impl DelayedOperation for DelayedProduce {
+    /// The change that woke the purgatory: a follower fetch, an append, an ISR shrink.
+    type Cause = Cause;
+
     fn try_complete(&self) -> bool {
         let mut partitions = self.partitions.lock();
         let mut all_done = true;
@@ -165,8 +168,12 @@ impl DelayedOperation for DelayedProduce {
         all_done
     }
 
-    fn on_complete(&self, how: Completion) {
-        let expired = how == Completion::Expired;
+    fn on_complete(&self, how: Completion<Cause>) {
+        let (expired, woken_by) = match how {
+            Completion::Satisfied(cause) => (false, cause),
+            Completion::Expired => (true, Cause::Expired),
+            Completion::Forced => (false, Cause::Unknown),
+        };
         let mut partitions = self.partitions.lock();
         let mut errors = 0;
         for p in partitions.iter_mut() {
@@ -193,7 +200,7 @@ impl DelayedOperation for DelayedProduce {
         } else if let Some(error) = results.iter().find_map(|(_, r)| r.error) {
             Cause::Error(error.code())
         } else {
-            current_cause()
+            woken_by
         };
         self.meta.completed(
             cause,

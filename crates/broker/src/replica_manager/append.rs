@@ -23,7 +23,8 @@ use crate::delayed::produce::ProducePartitionStatus;
 use crate::delayed::{DelayedProduce, OpMeta, ProduceCallback, ProducePartitionResult};
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
-use crate::telemetry::{set_current_offset, with_cause, Cause, Park, PartitionNote, TraceId};
+use crate::request::{Cause, TraceId};
+use crate::telemetry::{Park, PartitionNote};
 
 /// Who is appending (Kafka's `AppendOrigin`): only the broker itself may write to an
 /// internal topic such as `__consumer_offsets`.
@@ -73,31 +74,27 @@ impl ReplicaManager {
             })
             .collect();
         if required_acks != -1 || statuses.iter().all(|s| s.awaiting.is_none()) {
-            if ctx.trace != TraceId::NONE {
-                self.telemetry.note_produce(
-                    ctx.trace,
-                    required_acks,
-                    statuses.iter().map(note_of),
-                    None,
-                );
-            }
-            respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
-            return;
-        }
-        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms).traced(&self.telemetry);
-        if ctx.trace != TraceId::NONE {
-            let park = Park {
-                purgatory: "Produce",
-                created_ms: meta.created_ms,
-                deadline_ms: meta.deadline_ms,
-            };
             self.telemetry.note_produce(
                 ctx.trace,
                 required_acks,
                 statuses.iter().map(note_of),
-                Some(park),
+                None,
             );
+            respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
+            return;
         }
+        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms).traced(&self.telemetry);
+        let park = Park {
+            purgatory: "Produce",
+            created_ms: meta.created_ms,
+            deadline_ms: meta.deadline_ms,
+        };
+        self.telemetry.note_produce(
+            ctx.trace,
+            required_acks,
+            statuses.iter().map(note_of),
+            Some(park),
+        );
         let op = DelayedProduce::new(meta, statuses, respond);
         let keys = op.keys();
         op.log_created(&keys);
@@ -148,22 +145,22 @@ impl ReplicaManager {
                     .into(),
             );
         }
-        // Follower fetches this append completes (and, with the leader alone in the ISR,
-        // produces) name it as their cause.
-        let cause = Cause::Append {
-            request: trace.seq(),
-            log_end_offset: -1,
-        };
-        let appended = with_cause(cause, || {
-            self.update_partition(&handle, |log| {
-                let appended = log.append_as_leader(records, required_acks, now_ms);
-                if let Ok(info) = &appended {
-                    self.log_memory.add(info.bytes);
-                }
-                set_current_offset(log.log_end_offset());
-                appended.map_err(|e| (e, log.log_start_offset()))
-            })
+        let appended = self.update_partition(&handle, |log| {
+            let appended = log.append_as_leader(records, required_acks, now_ms);
+            if let Ok(info) = &appended {
+                self.log_memory.add(info.bytes);
+            }
+            appended.map_err(|e| (e, log.log_start_offset()))
         });
+        if let Ok(info) = &appended {
+            // Follower fetches this append completes (and, with the leader alone in the
+            // ISR, produces) name it as their cause.
+            let cause = Cause::Append {
+                request: trace.seq(),
+                log_end_offset: info.change.after.log_end_offset,
+            };
+            self.complete_waiting(&tp, &info.change, cause);
+        }
         match appended {
             Ok(info) => ProducePartitionStatus {
                 tp,

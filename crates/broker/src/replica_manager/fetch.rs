@@ -15,16 +15,15 @@
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use replog::ReadError;
-use tracing::info;
 
 use super::ReplicaManager;
 use crate::delayed::{
     DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus, OpMeta,
 };
 use crate::partition::{PartitionHandle, TopicPartition};
+use crate::request::Cause;
 use crate::request::RequestContext;
-use crate::telemetry::events::EventKind;
-use crate::telemetry::{set_current_offset, with_cause, Cause, Park, PartitionNote, TraceId};
+use crate::telemetry::{Park, PartitionNote};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks for: requests from clients
 /// that vanish cannot pile up for days. Real clients ask for well under this.
@@ -76,11 +75,9 @@ impl ReplicaManager {
             .collect();
         let wait = (params.min_bytes, params.max_wait_ms);
         if params.max_wait_ms == 0 || can_respond_now(&params, &statuses) {
-            if ctx.trace != TraceId::NONE {
-                let notes = statuses.iter().map(note_of);
-                self.telemetry
-                    .note_fetch(ctx.trace, params.replica_id, wait, notes, None);
-            }
+            let notes = statuses.iter().map(note_of);
+            self.telemetry
+                .note_fetch(ctx.trace, params.replica_id, wait, notes, None);
             respond(read_from_local_log(&params, &statuses));
             return;
         }
@@ -90,16 +87,14 @@ impl ReplicaManager {
             "fetch"
         };
         let meta = OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms).traced(&self.telemetry);
-        if ctx.trace != TraceId::NONE {
-            let park = Park {
-                purgatory: "Fetch",
-                created_ms: meta.created_ms,
-                deadline_ms: meta.deadline_ms,
-            };
-            let notes = statuses.iter().map(note_of);
-            self.telemetry
-                .note_fetch(ctx.trace, params.replica_id, wait, notes, Some(park));
-        }
+        let park = Park {
+            purgatory: "Fetch",
+            created_ms: meta.created_ms,
+            deadline_ms: meta.deadline_ms,
+        };
+        let notes = statuses.iter().map(note_of);
+        self.telemetry
+            .note_fetch(ctx.trace, params.replica_id, wait, notes, Some(park));
         let op = DelayedFetch::new(meta, params, statuses, respond);
         let keys = op.keys();
         op.log_created(&keys);
@@ -109,10 +104,8 @@ impl ReplicaManager {
 
     /// Records a follower's fetch offset as its log end offset (Kafka's
     /// `updateFollowerFetchState`); the HW may move and the follower may rejoin the ISR.
-    ///
     /// Operations this completes (produces waiting for the HW, consumer fetches) name this
-    /// fetch as their cause; a fetch that moved the follower's LEO, the HW or the ISR is
-    /// recorded as a replication event.
+    /// fetch as their cause.
     fn update_follower_fetch_state(
         &self,
         ctx: &RequestContext,
@@ -121,72 +114,21 @@ impl ReplicaManager {
         fetch_offset: i64,
         now_ms: u64,
     ) -> Result<(), ResponseError> {
+        let update = self
+            .update_partition(handle, |log| {
+                log.update_follower_fetch(replica_id, fetch_offset, now_ms)
+            })
+            .map_err(|e| e.error())?;
+        self.telemetry
+            .follower_fetched(&handle.tp, now_ms, ctx, replica_id, fetch_offset, &update);
         let cause = Cause::FollowerFetch {
             replica: replica_id,
             fetch_offset,
-            high_watermark: -1,
+            high_watermark: update.change.after.high_watermark,
             request: ctx.trace.seq(),
             correlation_id: ctx.correlation_id,
         };
-        // The events are recorded under the partition lock, before the purgatories are
-        // checked, so that they precede the completions they cause in the request log.
-        let (update, isr) = with_cause(cause, || {
-            self.update_partition(handle, |log| {
-                let leo_before = log.follower(replica_id).map(|f| f.log_end_offset);
-                let hw_before = log.high_watermark();
-                let update = log.update_follower_fetch(replica_id, fetch_offset, now_ms);
-                let isr = matches!(&update, Ok(u) if u.isr_changed).then(|| log.isr());
-                set_current_offset(log.high_watermark());
-                if let Ok(u) = &update {
-                    if leo_before != Some(fetch_offset) || u.high_watermark_advanced {
-                        self.telemetry.record_event(
-                            &handle.tp,
-                            now_ms,
-                            EventKind::FollowerFetch {
-                                replica: replica_id,
-                                fetch_offset,
-                                hw_before,
-                                hw_after: u.high_watermark,
-                                request: ctx.trace.seq(),
-                                correlation_id: ctx.correlation_id,
-                            },
-                        );
-                    }
-                }
-                if let Some(isr) = &isr {
-                    self.telemetry
-                        .metrics
-                        .isr_expands
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.telemetry.record_event(
-                        &handle.tp,
-                        now_ms,
-                        EventKind::IsrExpand {
-                            replica: replica_id,
-                            isr: isr.clone(),
-                        },
-                    );
-                }
-                (update, isr)
-            })
-        });
-        let update = update.map_err(|e| e.error())?;
-        if let Some(isr) = isr {
-            info!(
-                target: "purgatory::isr",
-                tp = %handle.tp, replica_id, ?isr,
-                "ISR expand: follower caught up to the high watermark"
-            );
-        }
-        if update.high_watermark_advanced {
-            info!(
-                target: "purgatory::replication",
-                tp = %handle.tp,
-                replica_id,
-                high_watermark = update.high_watermark,
-                "high watermark advanced: follower {replica_id} fetched from offset {fetch_offset}"
-            );
-        }
+        self.complete_waiting(&handle.tp, &update.change, cause);
         Ok(())
     }
 }

@@ -13,14 +13,17 @@
 //! log and, for `acks=all`, parks a [`DelayedProduce`] until the high watermark (HW) passes
 //! it. A follower fetch moves that follower's log end offset (LEO), which may move the HW,
 //! which may complete parked produces and parked consumer fetches. This module owns that
-//! chain of cause and effect, in one place (`ReplicaManager::update_partition`):
+//! chain of cause and effect. Each change runs in `update_partition` (under the partition
+//! lock); replog's result says what it moved (a `PartitionChange`: LEO and HW before and
+//! after, the new ISR); the live view is told it; then `complete_waiting` wakes the
+//! purgatories, naming the change as the cause of whatever it completes:
 //!
 //! ```text
-//!   append ──► LEO moves ──► fetch purgatory: check_and_complete(tp)   (followers waiting for data)
+//!   append ──► LEO moves ──► fetch purgatory: check_and_complete_with(tp, Append)
 //!                    └──► HW moves? (only if the ISR is just the leader)
-//!   follower fetch ──► follower LEO ──► HW moves? ──► produce purgatory: check_and_complete(tp)
-//!                                                └──► fetch purgatory:   check_and_complete(tp)
-//!   ISR check (every replica.lag.time.max.ms / 2) ──► ISR shrinks ──► HW moves? ──► same as above
+//!   follower fetch ──► follower LEO ──► HW moves? ──► produce purgatory: check_and_complete_with(tp, FollowerFetch)
+//!                                                └──► fetch purgatory:   check_and_complete_with(tp, FollowerFetch)
+//!   ISR check (every replica.lag.time.max.ms / 2) ──► ISR shrinks ──► HW moves? ──► same, IsrShrink
 //! ```
 //!
 //! Requests come in through [`ReplicaManager::append_records`] and
@@ -45,16 +48,16 @@ pub use append::AppendOrigin;
 use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::ResponseError;
-use replog::{Partition, ReadBound};
+use replog::{Partition, PartitionChange, ReadBound};
 use timewheel::{Purgatory, PurgatoryConfig, Timer, TimerConfig};
-use tracing::{info, warn};
+use tracing::info;
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ClockMode};
 use crate::delayed::{DelayedFetch, DelayedProduce};
 use crate::partition::{PartitionHandle, TopicPartition};
-use crate::telemetry::events::EventKind;
-use crate::telemetry::{set_current_offset, with_cause, Cause, Telemetry};
+use crate::request::Cause;
+use crate::telemetry::Telemetry;
 use crate::topics::{NewTopic, Topic, TopicError, TopicRegistry};
 use log_memory::LogMemory;
 use producer_ids::ProducerIdManager;
@@ -318,74 +321,54 @@ impl ReplicaManager {
         Ok(end)
     }
 
-    /// Runs `change` on a partition's log under its lock, applies `retention.bytes` (a
-    /// longer log or a higher HW may put old replicated batches past it) and, with the lock
-    /// released, wakes whoever waits on the partition: a longer log may complete follower
-    /// fetches; a higher HW may complete produces and consumer fetches. Every change to a
-    /// partition — append, follower fetch, ISR shrink — goes through here.
+    /// Runs `change` on a partition's log under its lock and applies `retention.bytes` (a
+    /// longer log or a higher HW may put old replicated batches past it). Every change to a
+    /// partition (append, follower fetch, ISR shrink) goes through here, and then, with
+    /// what its result says it changed, through [`complete_waiting`](Self::complete_waiting).
     fn update_partition<T>(
         &self,
         partition: &PartitionHandle,
         change: impl FnOnce(&mut Partition) -> T,
     ) -> T {
-        let (out, log_grew, hw_advanced, freed) = {
+        let (out, freed) = {
             let mut log = partition.lock();
-            let (leo, hw) = (log.log_end_offset(), log.high_watermark());
             let out = change(&mut log);
-            let log_grew = log.log_end_offset() > leo;
-            let hw_advanced = log.high_watermark() > hw;
-            (out, log_grew, hw_advanced, log.enforce_retention())
+            (out, log.enforce_retention())
         };
         self.log_memory.release(freed);
-        if hw_advanced {
-            let produces = self.produce_purgatory.check_and_complete(&partition.tp);
-            let fetches = self.fetch_purgatory.check_and_complete(&partition.tp);
-            if produces + fetches > 0 {
-                tracing::debug!(tp = %partition.tp, produces, fetches, "high watermark advance completed delayed operations");
-            }
-        } else if log_grew {
-            self.fetch_purgatory.check_and_complete(&partition.tp);
-        }
         out
+    }
+
+    /// Wakes whoever waits on `tp` after `change`, telling the operations it completes
+    /// that `cause` did it: a longer log may complete follower fetches; a higher HW may
+    /// complete produces and consumer fetches. Called with no partition lock held.
+    fn complete_waiting(&self, tp: &TopicPartition, change: &PartitionChange, cause: Cause) {
+        if change.high_watermark_advanced() {
+            let produces = self.produce_purgatory.check_and_complete_with(tp, cause);
+            let fetches = self.fetch_purgatory.check_and_complete_with(tp, cause);
+            if produces + fetches > 0 {
+                tracing::debug!(%tp, produces, fetches, "high watermark advance completed delayed operations");
+            }
+        } else if change.log_grew() {
+            self.fetch_purgatory.check_and_complete_with(tp, cause);
+        }
     }
 
     /// Kafka's `maybeShrinkIsr`, for every partition.
     pub fn check_isr(&self) {
         let now = self.now_ms();
         for p in self.topics.partitions() {
-            // Operations completed by a HW that moves on without the removed followers say so.
-            let cause = Cause::IsrShrink { high_watermark: -1 };
-            let (removed, isr) = with_cause(cause, || {
-                self.update_partition(&p, |log| {
-                    let removed = log.maybe_shrink_isr(now);
-                    set_current_offset(log.high_watermark());
-                    if !removed.is_empty() {
-                        // Recorded before the purgatories are checked: it precedes the
-                        // completions it causes.
-                        self.telemetry
-                            .metrics
-                            .isr_shrinks
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        self.telemetry.record_event(
-                            &p.tp,
-                            now,
-                            EventKind::IsrShrink {
-                                removed: removed.clone(),
-                                isr: log.isr(),
-                                hw_after: log.high_watermark(),
-                            },
-                        );
-                    }
-                    (removed, log.isr())
-                })
-            });
-            if !removed.is_empty() {
-                warn!(
-                    target: "purgatory::isr",
-                    tp = %p.tp, ?removed, ?isr,
-                    "ISR shrink: followers not caught up within replica.lag.time.max.ms"
-                );
+            let shrink = self.update_partition(&p, |log| log.maybe_shrink_isr(now));
+            if shrink.removed.is_empty() {
+                continue;
             }
+            self.telemetry.isr_shrunk(&p.tp, now, &shrink);
+            // Operations completed by a HW that moves on without the removed followers
+            // say so.
+            let cause = Cause::IsrShrink {
+                high_watermark: shrink.change.after.high_watermark,
+            };
+            self.complete_waiting(&p.tp, &shrink.change, cause);
         }
     }
 

@@ -20,10 +20,10 @@
 //! [`RequestContext`]; a parked operation carries it in
 //! its `OpMeta`.
 
-pub mod cause;
 pub mod events;
 pub mod histogram;
 pub mod metrics;
+mod replication;
 pub mod requests;
 mod ring;
 
@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::ResponseError;
 
-pub use cause::{current_cause, set_current_offset, with_cause, Cause};
 use events::{EventKind, EventLog};
 use metrics::Metrics;
 pub use requests::{Outcome, Park, PartitionNote, RequestView};
@@ -41,7 +40,7 @@ use requests::{RequestEntry, RequestLog};
 
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
-pub use crate::request::TraceId;
+pub use crate::request::{Cause, TraceId};
 
 /// Kafka's name for a request in its metrics: the API's name, except that fetches are
 /// split into `FetchConsumer` and `FetchFollower`.
@@ -191,6 +190,9 @@ impl Telemetry {
         partitions: impl Iterator<Item = PartitionNote>,
         park: Option<Park>,
     ) {
+        if trace == TraceId::NONE {
+            return; // internal work (the coordinator's appends, tests): not in the log
+        }
         self.requests.ring().with(trace.0, |e| {
             e.acks = Some(acks);
             e.partitions.extend(partitions);
@@ -207,6 +209,9 @@ impl Telemetry {
         partitions: impl Iterator<Item = PartitionNote>,
         park: Option<Park>,
     ) {
+        if trace == TraceId::NONE {
+            return;
+        }
         self.requests.ring().with(trace.0, |e| {
             e.replica_id = Some(replica_id);
             e.fetch_wait = Some(wait);

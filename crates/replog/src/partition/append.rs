@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{AppendInfo, Partition, StoredBatch};
+use super::{AppendInfo, Partition, PartitionChange, StoredBatch};
 use crate::batch::{set_offset_and_epoch, split_and_validate};
 use crate::error::AppendError;
 use crate::producer_state::{PendingProducerUpdates, SequenceCheck};
@@ -92,8 +92,7 @@ impl Partition {
                         )
                         .unwrap_or(0),
                         bytes: 0,
-                        high_watermark: self.high_watermark,
-                        high_watermark_advanced: false,
+                        change: PartitionChange::none(self.marks()),
                     });
                 }
             }
@@ -118,9 +117,10 @@ impl Partition {
             appended_bytes += span.len;
         }
         self.producers.commit(pending);
+        let before = self.marks();
         let base_offset = self.log_end_offset;
         self.log_end_offset = next_offset;
-        let high_watermark_advanced = self.maybe_advance_high_watermark();
+        self.maybe_advance_high_watermark();
         Ok(AppendInfo {
             base_offset,
             last_offset: next_offset - 1,
@@ -128,8 +128,11 @@ impl Partition {
             duplicate: false,
             record_count: usize::try_from(next_offset - base_offset).unwrap_or(0),
             bytes: appended_bytes,
-            high_watermark: self.high_watermark,
-            high_watermark_advanced,
+            change: PartitionChange {
+                before,
+                after: self.marks(),
+                new_isr: None,
+            },
         })
     }
 }

@@ -52,7 +52,7 @@ mod replication;
 mod retention;
 mod snapshot;
 
-pub use replication::FollowerUpdate;
+pub use replication::{FollowerUpdate, IsrShrink};
 pub use snapshot::{FollowerSnapshot, PartitionSnapshot};
 
 /// `UNDEFINED_EPOCH` of the OffsetForLeaderEpoch API.
@@ -83,6 +83,50 @@ pub enum ReplicationState {
     ReplicatedBelowMinIsr,
 }
 
+/// A partition's log end offset and high watermark at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Marks {
+    /// The offset the next record will get.
+    pub log_end_offset: i64,
+    /// The offset below which every in-sync replica holds the records.
+    pub high_watermark: i64,
+}
+
+/// What one change (an append, a follower fetch, an ISR check) did to a partition:
+/// its log end offset and high watermark before and after, and the ISR if it changed.
+/// Whoever waits on the partition is woken from this, and the live view is told it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionChange {
+    /// Before the change.
+    pub before: Marks,
+    /// After it.
+    pub after: Marks,
+    /// The ISR after the change, if the change moved a replica in or out of it.
+    pub new_isr: Option<Vec<i32>>,
+}
+
+impl PartitionChange {
+    /// No change at all, at `marks`.
+    pub fn none(marks: Marks) -> Self {
+        PartitionChange {
+            before: marks,
+            after: marks,
+            new_isr: None,
+        }
+    }
+
+    /// The log grew: parked follower fetches may be able to read more.
+    pub fn log_grew(&self) -> bool {
+        self.after.log_end_offset > self.before.log_end_offset
+    }
+
+    /// The high watermark moved forward: `acks=all` produces and consumer fetches may
+    /// complete.
+    pub fn high_watermark_advanced(&self) -> bool {
+        self.after.high_watermark > self.before.high_watermark
+    }
+}
+
 /// Where an append landed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AppendInfo {
@@ -99,11 +143,9 @@ pub struct AppendInfo {
     pub record_count: usize,
     /// Bytes appended to the log (0 for a duplicate).
     pub bytes: usize,
-    /// The high watermark after the append.
-    pub high_watermark: i64,
-    /// Whether the append moved the HW (possible when the ISR is the leader alone
-    /// and `min.insync.replicas <= 1`): consumer fetches waiting on it may complete.
-    pub high_watermark_advanced: bool,
+    /// What the append did to the partition. The HW moves on an append only when the ISR
+    /// is the leader alone and `min.insync.replicas <= 1`.
+    pub change: PartitionChange,
 }
 
 /// The outcome of a read.

@@ -4,20 +4,27 @@
 
 use serde::Serialize;
 
-use super::{Partition, ReplicationState};
+use super::{Marks, Partition, PartitionChange, ReplicationState};
 use crate::error::FollowerError;
 use crate::replica::FollowerState;
 
 /// What a follower fetch changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FollowerUpdate {
-    /// The HW moved forward: waiting `acks=all` produces and consumer fetches may
-    /// now complete.
-    pub high_watermark_advanced: bool,
-    /// The follower rejoined the ISR.
-    pub isr_changed: bool,
-    /// The HW after the update.
-    pub high_watermark: i64,
+    /// The follower's log end offset before this fetch (its fetch offset is the new one).
+    pub follower_log_end_offset_before: i64,
+    /// What the fetch did to the partition: the HW may have moved, and the follower may
+    /// have rejoined the ISR (`new_isr`).
+    pub change: PartitionChange,
+}
+
+/// What the periodic ISR check changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IsrShrink {
+    /// The followers it removed from the ISR (none: nothing changed).
+    pub removed: Vec<i32>,
+    /// What that did to the partition: a smaller ISR may let the HW advance.
+    pub change: PartitionChange,
 }
 
 impl Partition {
@@ -50,17 +57,25 @@ impl Partition {
                 log_end_offset: leader_log_end_offset,
             });
         }
+        let follower_log_end_offset_before = follower.log_end_offset;
         follower.record_fetch(fetch_offset, leader_log_end_offset, now_ms);
         let mut isr_changed = false;
         if !follower.in_isr && follower.log_end_offset >= high_watermark {
             follower.in_isr = true;
             isr_changed = true;
         }
-        let high_watermark_advanced = self.maybe_advance_high_watermark();
+        let before = Marks {
+            log_end_offset: leader_log_end_offset,
+            high_watermark,
+        };
+        self.maybe_advance_high_watermark();
         Ok(FollowerUpdate {
-            high_watermark_advanced,
-            isr_changed,
-            high_watermark: self.high_watermark,
+            follower_log_end_offset_before,
+            change: PartitionChange {
+                before,
+                after: self.marks(),
+                new_isr: isr_changed.then(|| self.isr()),
+            },
         })
     }
 
@@ -68,8 +83,9 @@ impl Partition {
     /// `replica.lag.time.max.ms / 2`): every in-sync follower that is not caught up —
     /// its LEO differs from the leader's and it was last caught up more than
     /// `replica.lag.time.max.ms` ago — leaves the ISR. The leader never leaves. The HW
-    /// is then recomputed (a smaller ISR may let it advance). Returns the removed ids.
-    pub fn maybe_shrink_isr(&mut self, now_ms: u64) -> Vec<i32> {
+    /// is then recomputed (a smaller ISR may let it advance).
+    pub fn maybe_shrink_isr(&mut self, now_ms: u64) -> IsrShrink {
+        let before = self.marks();
         let leader_log_end_offset = self.log_end_offset;
         let max_lag = self.config.replica_lag_time_max_ms;
         let mut removed = Vec::new();
@@ -79,10 +95,29 @@ impl Partition {
                 removed.push(follower.replica_id);
             }
         }
-        if !removed.is_empty() {
-            self.maybe_advance_high_watermark();
+        if removed.is_empty() {
+            return IsrShrink {
+                removed,
+                change: PartitionChange::none(before),
+            };
         }
-        removed
+        self.maybe_advance_high_watermark();
+        IsrShrink {
+            removed,
+            change: PartitionChange {
+                before,
+                after: self.marks(),
+                new_isr: Some(self.isr()),
+            },
+        }
+    }
+
+    /// The log end offset and high watermark now.
+    pub fn marks(&self) -> Marks {
+        Marks {
+            log_end_offset: self.log_end_offset,
+            high_watermark: self.high_watermark,
+        }
     }
 
     /// Recomputes the HW as the minimum LEO over the ISR; moves it only forward, and

@@ -2,7 +2,7 @@
 
 use super::{both_fetch, three_replicas, three_replicas_with};
 use crate::test_util::BatchBuilder;
-use crate::{AppendError, FollowerError, LogConfig, Partition, ReplicationState};
+use crate::{AppendError, FollowerError, LogConfig, Marks, Partition, ReplicationState};
 
 const LAG: u64 = 30_000;
 
@@ -47,7 +47,7 @@ fn the_minimum_isr_in_force_is_capped_by_the_replication_factor() {
         .append_as_leader(BatchBuilder::new(3).bytes(), -1, 1)
         .expect("acks=all is accepted on a single-replica topic");
     assert!(
-        info.high_watermark_advanced,
+        info.change.high_watermark_advanced(),
         "the leader alone is the whole ISR"
     );
     assert_eq!(single.high_watermark(), 3);
@@ -74,7 +74,7 @@ fn acks_all_is_refused_below_the_minimum_isr_and_nothing_is_appended() {
     let mut p = three_replicas();
     p.append(BatchBuilder::new(1).bytes(), 0).unwrap();
     // Both followers fall behind and leave the ISR.
-    assert_eq!(p.maybe_shrink_isr(LAG + 1), vec![2, 3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 1).removed, vec![2, 3]);
     let err = p
         .append_as_leader(BatchBuilder::new(1).bytes(), -1, LAG + 2)
         .unwrap_err();
@@ -100,7 +100,7 @@ fn replicated_below_min_isr_when_the_isr_shrank_after_the_hw_passed() {
     assert_eq!(p.replication_state(1), ReplicationState::Replicated);
     // More data the followers never fetch: they leave the ISR, the HW stays put.
     p.append(BatchBuilder::new(1).bytes(), 2).unwrap();
-    assert_eq!(p.maybe_shrink_isr(LAG + 3), vec![2, 3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 3).removed, vec![2, 3]);
     assert_eq!(p.high_watermark(), 1);
     assert_eq!(
         p.replication_state(1),
@@ -114,10 +114,13 @@ fn high_watermark_is_the_minimum_leo_over_the_isr() {
     let mut p = three_replicas();
     p.append(BatchBuilder::new(10).bytes(), 1).unwrap();
     let u = p.update_follower_fetch(2, 10, 2).unwrap();
-    assert!(!u.high_watermark_advanced, "follower 3 still has nothing");
-    assert_eq!(u.high_watermark, 0);
+    assert!(
+        !u.change.high_watermark_advanced(),
+        "follower 3 still has nothing"
+    );
+    assert_eq!(u.change.after.high_watermark, 0);
     let u = p.update_follower_fetch(3, 4, 3).unwrap();
-    assert!(u.high_watermark_advanced);
+    assert!(u.change.high_watermark_advanced());
     assert_eq!(p.high_watermark(), 4);
     p.update_follower_fetch(3, 10, 4).unwrap();
     assert_eq!(p.high_watermark(), 10);
@@ -131,7 +134,13 @@ fn high_watermark_never_moves_backwards() {
     assert_eq!(p.high_watermark(), 8);
     // A follower that truncated and fetches from further back does not pull the HW down.
     let u = p.update_follower_fetch(2, 3, 3).unwrap();
-    assert_eq!((u.high_watermark, u.high_watermark_advanced), (8, false));
+    assert_eq!(
+        (
+            u.change.after.high_watermark,
+            u.change.high_watermark_advanced()
+        ),
+        (8, false)
+    );
     assert_eq!(p.follower(2).unwrap().log_end_offset, 3);
     assert_eq!(p.high_watermark(), 8);
 }
@@ -143,10 +152,10 @@ fn follower_without_a_fetch_for_lag_plus_one_ms_leaves_the_isr() {
     p.update_follower_fetch(2, 1, 100).unwrap(); // 2 caught up at t=100; 3 never fetches
                                                  // Follower 3 was last caught up at creation (t=0).
     assert!(
-        p.maybe_shrink_isr(LAG).is_empty(),
+        p.maybe_shrink_isr(LAG).removed.is_empty(),
         "exactly lag ms: still in sync"
     );
-    assert_eq!(p.maybe_shrink_isr(LAG + 1), vec![3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 1).removed, vec![3]);
     assert_eq!(p.isr(), vec![1, 2]);
     assert!(!p.follower(3).unwrap().in_isr);
     // ISR {1, 2} still satisfies min ISR 2, and both hold offset 0: HW = 1.
@@ -159,10 +168,10 @@ fn follower_whose_last_fetch_was_caught_up_stays_within_the_lag() {
     p.append(BatchBuilder::new(2).bytes(), 500).unwrap();
     both_fetch(&mut p, 2, 1_000); // caught up to LEO 2 at t=1000
     p.append(BatchBuilder::new(2).bytes(), 1_500).unwrap(); // LEO 4; nobody fetches again
-    assert!(p.maybe_shrink_isr(1_000 + LAG).is_empty());
+    assert!(p.maybe_shrink_isr(1_000 + LAG).removed.is_empty());
     assert_eq!(p.isr(), vec![1, 2, 3]);
     // One ms later neither is caught up any more.
-    assert_eq!(p.maybe_shrink_isr(1_000 + LAG + 1), vec![2, 3]);
+    assert_eq!(p.maybe_shrink_isr(1_000 + LAG + 1).removed, vec![2, 3]);
     assert_eq!(p.isr(), vec![1]);
 }
 
@@ -170,10 +179,10 @@ fn follower_whose_last_fetch_was_caught_up_stays_within_the_lag() {
 fn follower_at_the_leader_leo_is_never_removed_even_when_silent() {
     // Kafka's isCaughtUp: LEO equal to the leader's counts, however old the fetch.
     let mut p = three_replicas();
-    assert!(p.maybe_shrink_isr(10 * LAG).is_empty());
+    assert!(p.maybe_shrink_isr(10 * LAG).removed.is_empty());
     p.append(BatchBuilder::new(1).bytes(), 10 * LAG).unwrap();
     both_fetch(&mut p, 1, 10 * LAG);
-    assert!(p.maybe_shrink_isr(100 * LAG).is_empty());
+    assert!(p.maybe_shrink_isr(100 * LAG).removed.is_empty());
 }
 
 #[test]
@@ -181,16 +190,16 @@ fn out_of_sync_follower_rejoins_when_its_leo_reaches_the_hw() {
     let mut p = three_replicas();
     p.append(BatchBuilder::new(4).bytes(), 1).unwrap();
     p.update_follower_fetch(2, 4, 2).unwrap();
-    assert_eq!(p.maybe_shrink_isr(LAG + 1), vec![3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 1).removed, vec![3]);
     assert_eq!(p.high_watermark(), 4, "ISR {{1, 2}} both at 4");
     p.append(BatchBuilder::new(4).bytes(), LAG + 2).unwrap(); // LEO 8, HW 4
 
     let u = p.update_follower_fetch(3, 3, LAG + 3).unwrap();
-    assert!(!u.isr_changed, "LEO 3 < HW 4: not back yet");
+    assert!(u.change.new_isr.is_none(), "LEO 3 < HW 4: not back yet");
     assert_eq!(p.isr(), vec![1, 2]);
 
     let u = p.update_follower_fetch(3, 4, LAG + 4).unwrap();
-    assert!(u.isr_changed, "LEO 4 >= HW 4: back in the ISR");
+    assert!(u.change.new_isr.is_some(), "LEO 4 >= HW 4: back in the ISR");
     assert_eq!(p.isr(), vec![1, 2, 3]);
     assert!(p.follower(3).unwrap().in_isr);
     // Now the HW waits for follower 3 as well.
@@ -204,7 +213,7 @@ fn out_of_sync_follower_rejoins_when_its_leo_reaches_the_hw() {
 fn high_watermark_does_not_advance_while_the_isr_is_below_min_isr() {
     let mut p = three_replicas(); // min ISR 2
     p.append(BatchBuilder::new(1).bytes(), 1).unwrap();
-    assert_eq!(p.maybe_shrink_isr(LAG + 1), vec![2, 3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 1).removed, vec![2, 3]);
     assert_eq!(p.isr(), vec![1]);
     assert!(!p.has_min_insync_replicas());
     // The leader alone holds offsets 0..3, but ISR {1} < min ISR 2: HW stays 0.
@@ -213,9 +222,9 @@ fn high_watermark_does_not_advance_while_the_isr_is_below_min_isr() {
 
     // Follower 2 fetches at offset 0 = HW: it rejoins, ISR {1, 2} = min ISR, HW moves.
     let u = p.update_follower_fetch(2, 0, LAG + 3).unwrap();
-    assert!(u.isr_changed && !u.high_watermark_advanced);
+    assert!(u.change.new_isr.is_some() && !u.change.high_watermark_advanced());
     let u = p.update_follower_fetch(2, 3, LAG + 4).unwrap();
-    assert!(u.high_watermark_advanced);
+    assert!(u.change.high_watermark_advanced());
     assert_eq!(p.high_watermark(), 3);
 }
 
@@ -227,15 +236,64 @@ fn with_min_isr_one_a_lone_leader_commits_on_append() {
     });
     p.maybe_shrink_isr(LAG + 1);
     p.append(BatchBuilder::new(1).bytes(), LAG + 1).unwrap();
-    assert_eq!(p.maybe_shrink_isr(LAG + 2), vec![2, 3]);
+    assert_eq!(p.maybe_shrink_isr(LAG + 2).removed, vec![2, 3]);
     assert_eq!(
         p.high_watermark(),
         1,
         "shrinking to {{1}} lets the HW reach the LEO"
     );
     let info = p.append(BatchBuilder::new(2).bytes(), LAG + 3).unwrap();
-    assert!(info.high_watermark_advanced);
-    assert_eq!((info.high_watermark, p.high_watermark()), (3, 3));
+    assert!(info.change.high_watermark_advanced());
+    assert_eq!(
+        (info.change.after.high_watermark, p.high_watermark()),
+        (3, 3)
+    );
+    assert_eq!(info.change.before.high_watermark, 1);
+}
+
+#[test]
+fn each_change_says_what_it_moved_before_and_after() {
+    let mut p = Partition::new("t", 0, 1, vec![1, 2, 3], LogConfig::default(), 0);
+    let info = p.append(BatchBuilder::new(3).bytes(), 1).unwrap();
+    let marks = |log_end_offset, high_watermark| Marks {
+        log_end_offset,
+        high_watermark,
+    };
+    assert_eq!(
+        (info.change.before, info.change.after),
+        (marks(0, 0), marks(3, 0))
+    );
+    assert!(info.change.log_grew() && !info.change.high_watermark_advanced());
+
+    // Follower 2 fetches everything: the HW waits for follower 3.
+    let u = p.update_follower_fetch(2, 3, 2).unwrap();
+    assert_eq!(u.follower_log_end_offset_before, 0);
+    assert_eq!(
+        (u.change.before, u.change.after),
+        (marks(3, 0), marks(3, 0))
+    );
+    // Follower 3 too: the HW moves, nobody joined or left the ISR.
+    let u = p.update_follower_fetch(3, 3, 3).unwrap();
+    assert_eq!(
+        (u.change.before, u.change.after),
+        (marks(3, 0), marks(3, 3))
+    );
+    assert!(u.change.high_watermark_advanced() && u.change.new_isr.is_none());
+
+    // Follower 3 stops; more data; the ISR check drops it and reports the smaller ISR.
+    p.append(BatchBuilder::new(1).bytes(), 4).unwrap();
+    p.update_follower_fetch(2, 4, 5).unwrap();
+    let shrink = p.maybe_shrink_isr(LAG + 10);
+    assert_eq!(shrink.removed, vec![3]);
+    assert_eq!(shrink.change.new_isr, Some(vec![1, 2]));
+    assert_eq!(
+        shrink.change.after,
+        marks(4, 4),
+        "without 3 the HW reaches 2's offset"
+    );
+    // It comes back: its fetch reports the ISR it rejoined.
+    let u = p.update_follower_fetch(3, 4, LAG + 11).unwrap();
+    assert_eq!(u.change.new_isr, Some(vec![1, 2, 3]));
 }
 
 #[test]
@@ -305,7 +363,7 @@ fn a_follower_keeping_pace_with_a_busy_leader_stays_in_the_isr() {
             p.update_follower_fetch(id, offset, now).unwrap();
             assert!(offset < p.log_end_offset());
         }
-        assert!(p.maybe_shrink_isr(now + 500).is_empty());
+        assert!(p.maybe_shrink_isr(now + 500).removed.is_empty());
     }
     assert_eq!(p.isr(), vec![1, 2, 3]);
     assert_eq!(p.follower(2).unwrap().last_caught_up_time_ms, now - 400);

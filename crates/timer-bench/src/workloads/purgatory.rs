@@ -82,6 +82,8 @@ struct FakeOperation {
 }
 
 impl DelayedOperation for FakeOperation {
+    type Cause = ();
+
     fn try_complete(&self) -> bool {
         coarse_now_ms() >= self.completes_at_ms
     }

@@ -17,7 +17,8 @@
 //!    `-- schedule the timeout in the shared Timer
 //!
 //!  later, exactly one of:
-//!    check_and_complete(key): op.try_complete() is true --> on_complete(Satisfied)
+//!    check_and_complete_with(key, cause):
+//!                         op.try_complete() is true --> on_complete(Satisfied(cause))
 //!    handle.force_complete()                            --> on_complete(Forced)
 //!    the timeout fires                                  --> on_complete(Expired)
 //!    cancel_for_key(key) / shutdown()                   --> cancelled (no callback)
@@ -25,7 +26,9 @@
 //!
 //! The path that wins the race is the one that says how the operation ended: the
 //! [`Completion`] handed to `on_complete` is never inferred afterwards from the clock or
-//! from what the operation still waits for.
+//! from what the operation still waits for. A check can also say why it was made (the
+//! operation's [`DelayedOperation::Cause`]: for the broker, the follower fetch or append
+//! that moved the partition), and the operations it completes are handed that cause.
 //!
 //! Completion is decided by one atomic compare-and-swap on the operation's state, so
 //! `on_complete` runs exactly once even when a watcher and the timeout race; completing an
@@ -98,6 +101,11 @@ use watchers::{retain_pending, Core, Padded, SHARDS};
 /// timer lock held, so they may take the caller's own locks, schedule or cancel timers, or
 /// call back into the purgatory.
 pub trait DelayedOperation: Send + Sync + 'static {
+    /// Why a key was checked, as the checker tells it
+    /// ([`Purgatory::check_and_complete_with`]) and a completed operation is told it
+    /// ([`Completion::Satisfied`]). `()` where nobody needs to know.
+    type Cause: Clone + Default + Send + Sync + 'static;
+
     /// Is the completion condition met now? Return `true` and the purgatory completes the
     /// operation (exactly once: `on_complete` follows unless another path won the race).
     ///
@@ -106,10 +114,11 @@ pub trait DelayedOperation: Send + Sync + 'static {
     fn try_complete(&self) -> bool;
 
     /// Runs exactly once per completed operation, told which path completed it: a
-    /// `try_complete` that returned `true` ([`Completion::Satisfied`]), the timeout
-    /// ([`Completion::Expired`]), or [`OperationHandle::force_complete`]
-    /// ([`Completion::Forced`]). Typically sends the response.
-    fn on_complete(&self, how: Completion);
+    /// `try_complete` that returned `true` ([`Completion::Satisfied`], with the check's
+    /// cause), the timeout ([`Completion::Expired`]), or
+    /// [`OperationHandle::force_complete`] ([`Completion::Forced`]). Typically sends the
+    /// response.
+    fn on_complete(&self, how: Completion<Self::Cause>);
 
     /// What the operation waits for, shown in [`Purgatory::snapshot`].
     fn describe(&self) -> String {
@@ -119,10 +128,10 @@ pub trait DelayedOperation: Send + Sync + 'static {
 
 /// How a delayed operation ended: said by the path that ended it, to `on_complete`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Completion {
-    /// Its condition held: `try_complete` returned `true`, when it was added or when one of
-    /// its keys was checked.
-    Satisfied,
+pub enum Completion<C = ()> {
+    /// Its condition held: `try_complete` returned `true` when one of its keys was checked,
+    /// with that check's cause; or when it was added (the cause's default).
+    Satisfied(C),
     /// Its timeout fired in the timer first (Kafka's `onExpiration` cases).
     Expired,
     /// Someone completed it from outside, whatever its condition (Kafka's `forceComplete`).
@@ -160,6 +169,7 @@ impl Default for PurgatoryConfig {
 /// struct WaitForFlag(AtomicBool);
 /// impl DelayedOperation for WaitForFlag {
 ///     fn try_complete(&self) -> bool { self.0.load(Ordering::SeqCst) }
+///     type Cause = ();
 ///     fn on_complete(&self, _how: Completion) {}
 /// }
 ///
@@ -256,13 +266,13 @@ where
         });
         let handle = OperationHandle { cell: cell.clone() };
 
-        if cell.op.try_complete() && cell.complete(Completion::Satisfied) {
+        if cell.op.try_complete() && cell.complete(Completion::Satisfied(Op::Cause::default())) {
             return handle;
         }
         if !core.watch(&cell) {
             return handle; // shut down: cancelled
         }
-        if cell.op.try_complete() && cell.complete(Completion::Satisfied) {
+        if cell.op.try_complete() && cell.complete(Completion::Satisfied(Op::Cause::default())) {
             return handle;
         }
         if !cell.is_pending() {
@@ -284,11 +294,19 @@ where
 
     /// Kafka's `checkAndComplete`: something happened on `key` (e.g. the high watermark
     /// moved), so try every operation watching it. Returns how many this call completed.
+    /// The operations it completes are told the default cause; see
+    /// [`check_and_complete_with`](Self::check_and_complete_with).
+    pub fn check_and_complete(&self, key: &K) -> usize {
+        self.check_and_complete_with(key, Op::Cause::default())
+    }
+
+    /// [`check_and_complete`](Self::check_and_complete), saying why: each operation it
+    /// completes is handed `cause` ([`Completion::Satisfied`]).
     ///
     /// Completed operations found in the key's list are dropped from it, and a list left
     /// empty removes the key. `try_complete` and `on_complete` run on the calling thread,
     /// outside the purgatory's locks.
-    pub fn check_and_complete(&self, key: &K) -> usize {
+    pub fn check_and_complete_with(&self, key: &K, cause: Op::Cause) -> usize {
         let core = &self.core;
         let shard = core.shard(key);
         let candidates: Vec<Arc<OpCell<K, Op>>> = {
@@ -309,7 +327,10 @@ where
         };
         let mut completed = 0;
         for cell in &candidates {
-            if cell.is_pending() && cell.op.try_complete() && cell.complete(Completion::Satisfied) {
+            if cell.is_pending()
+                && cell.op.try_complete()
+                && cell.complete(Completion::Satisfied(cause.clone()))
+            {
                 completed += 1;
             }
         }

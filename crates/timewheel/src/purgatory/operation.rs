@@ -142,9 +142,9 @@ where
 
     /// Kafka's `forceComplete`: complete now if still pending, `how` being the caller's
     /// reason (a satisfied condition, or a forced completion).
-    pub(super) fn complete(&self, how: Completion) -> bool {
+    pub(super) fn complete(&self, how: Completion<Op::Cause>) -> bool {
         debug_assert!(
-            how != Completion::Expired,
+            !matches!(how, Completion::Expired),
             "only the timer task expires an operation"
         );
         if !self.finish(COMPLETED) {
