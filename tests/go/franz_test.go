@@ -182,7 +182,7 @@ type groupMember struct {
 
 	mu       sync.Mutex
 	assigned map[int32]bool
-	records  []*kgo.Record
+	records  []consumedRecord // as the shared checks in group_checks_test.go read them
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -192,6 +192,15 @@ type groupMember struct {
 func startGroupMember(t *testing.T, b *Broker, name, group, topic string) *groupMember {
 	t.Helper()
 	m := &groupMember{name: name, assigned: map[int32]bool{}, stopped: make(chan struct{})}
+	// A partition revoked in a rebalance and one lost (the member fell out of the group)
+	// are alike here: the member no longer holds them.
+	forget := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, p := range ps[topic] {
+			delete(m.assigned, p)
+		}
+	}
 	m.cl, m.close = newKgoCloser(t, b, name,
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
@@ -205,20 +214,8 @@ func startGroupMember(t *testing.T, b *Broker, name, group, topic string) *group
 				m.assigned[p] = true
 			}
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			for _, p := range ps[topic] {
-				delete(m.assigned, p)
-			}
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			for _, p := range ps[topic] {
-				delete(m.assigned, p)
-			}
-		}),
+		kgo.OnPartitionsRevoked(forget),
+		kgo.OnPartitionsLost(forget),
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
@@ -234,7 +231,9 @@ func startGroupMember(t *testing.T, b *Broker, name, group, topic string) *group
 				err = fmt.Errorf("%s-%d: %w", topic, p, e)
 			})
 			m.mu.Lock()
-			m.records = append(m.records, fetches.Records()...)
+			for _, r := range fetches.Records() {
+				m.records = append(m.records, consumedRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			}
 			if err != nil && m.pollErr == nil {
 				m.pollErr = err
 			}
@@ -255,10 +254,10 @@ func (m *groupMember) partitions() []int32 {
 	return ps
 }
 
-func (m *groupMember) consumed() []*kgo.Record {
+func (m *groupMember) consumed() []consumedRecord {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]*kgo.Record(nil), m.records...)
+	return append([]consumedRecord(nil), m.records...)
 }
 
 // stopPolling ends the poll loop (the member stays in the group).
@@ -314,16 +313,7 @@ func TestFranzGroupConsumerSplitsAndResumes(t *testing.T) {
 		return len(p1) == 2 && len(p2) == 2
 	})
 	p1, p2 := m1.partitions(), m2.partitions()
-	owner := map[int32]*groupMember{}
-	for _, p := range p1 {
-		owner[p] = m1
-	}
-	for _, p := range p2 {
-		if owner[p] != nil {
-			t.Fatalf("partition %d assigned to both members (%v, %v)", p, p1, p2)
-		}
-		owner[p] = m2
-	}
+	owner := partitionOwners(t, m1.name, p1, m2.name, p2)
 	t.Logf("assignment: %s %v, %s %v", m1.name, p1, m2.name, p2)
 
 	// The broker's view of the group agrees: Stable, two members, the same split.
@@ -373,29 +363,10 @@ func TestFranzGroupConsumerSplitsAndResumes(t *testing.T) {
 	m1.stopPolling(t)
 	m2.stopPolling(t)
 
-	seen := map[string]bool{}
-	for _, m := range []*groupMember{m1, m2} {
-		rs := m.consumed()
-		if len(rs) == 0 {
-			t.Fatalf("%s consumed nothing", m.name)
-		}
-		for _, r := range rs {
-			key := fmt.Sprintf("%d/%d", r.Partition, r.Offset)
-			if owner[r.Partition] != m {
-				t.Fatalf("%s consumed %s from partition %d, which is not assigned to it", m.name, key, r.Partition)
-			}
-			if seen[key] {
-				t.Fatalf("record %s consumed twice", key)
-			}
-			seen[key] = true
-			if want, ok := first[key]; !ok || string(r.Value) != want {
-				t.Fatalf("%s read %q at %s; produced %q there", m.name, r.Value, key, want)
-			}
-		}
-	}
-	if len(seen) != total {
-		t.Fatalf("consumed %d distinct records; produced %d", len(seen), total)
-	}
+	// Between them the members consumed every record once, each only from the partitions
+	// assigned to it.
+	checkSplitConsumption(t, []memberRecords{{m1.name, m1.consumed()}, {m2.name, m2.consumed()}}, first,
+		func(member string, r consumedRecord) bool { return owner[r.Partition] == member })
 
 	for _, m := range []*groupMember{m1, m2} {
 		if err := m.cl.CommitUncommittedOffsets(ctx); err != nil {
@@ -427,18 +398,5 @@ func TestFranzGroupConsumerSplitsAndResumes(t *testing.T) {
 	if ps := m3.partitions(); len(ps) != partitions {
 		t.Fatalf("the restarted member holds partitions %v; want all %d", ps, partitions)
 	}
-	rs := m3.consumed()
-	if len(rs) != len(second) {
-		t.Fatalf("the restarted member consumed %d records; %d were produced after the commit", len(rs), len(second))
-	}
-	for _, r := range rs {
-		key := fmt.Sprintf("%d/%d", r.Partition, r.Offset)
-		want, ok := second[key]
-		if !ok {
-			t.Fatalf("the restarted member read %s (%q), which was before the committed offset %d", key, r.Value, firstPerPartition)
-		}
-		if string(r.Value) != want {
-			t.Fatalf("the restarted member read %q at %s; produced %q there", r.Value, key, want)
-		}
-	}
+	checkResumedConsumption(t, "the restarted member", m3.consumed(), second, firstPerPartition)
 }

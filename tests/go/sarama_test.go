@@ -241,7 +241,7 @@ type saramaMember struct {
 	mu         sync.Mutex
 	generation int32
 	claims     []int32
-	messages   []*sarama.ConsumerMessage
+	messages   []consumedRecord // as the shared checks in group_checks_test.go read them
 	errs       []error
 
 	cancel context.CancelFunc
@@ -274,7 +274,7 @@ func (m *saramaMember) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.
 				return nil
 			}
 			m.mu.Lock()
-			m.messages = append(m.messages, msg)
+			m.messages = append(m.messages, consumedRecord{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset, Value: string(msg.Value)})
 			m.mu.Unlock()
 			s.MarkMessage(msg, "")
 		case <-s.Context().Done():
@@ -289,10 +289,10 @@ func (m *saramaMember) session() (int32, []int32) {
 	return m.generation, append([]int32(nil), m.claims...)
 }
 
-func (m *saramaMember) consumed() []*sarama.ConsumerMessage {
+func (m *saramaMember) consumed() []consumedRecord {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]*sarama.ConsumerMessage(nil), m.messages...)
+	return append([]consumedRecord(nil), m.messages...)
 }
 
 func startSaramaMember(t *testing.T, b *Broker, name, group, topic string) *saramaMember {
@@ -388,16 +388,7 @@ func TestSaramaConsumerGroupCommitsAndResumes(t *testing.T) {
 	})
 	_, c1 := m1.session()
 	_, c2 := m2.session()
-	owner := map[int32]*saramaMember{}
-	for _, p := range c1 {
-		owner[p] = m1
-	}
-	for _, p := range c2 {
-		if owner[p] != nil {
-			t.Fatalf("partition %d claimed by both members (%v, %v)", p, c1, c2)
-		}
-		owner[p] = m2
-	}
+	owner := partitionOwners(t, m1.name, c1, m2.name, c2)
 	t.Logf("claims: %s %v, %s %v", m1.name, c1, m2.name, c2)
 
 	const firstPerPartition = 40
@@ -408,41 +399,28 @@ func TestSaramaConsumerGroupCommitsAndResumes(t *testing.T) {
 	m1.stop(t)
 	m2.stop(t)
 
-	seen := map[string]bool{}
-	for _, m := range []*saramaMember{m1, m2} {
-		msgs := m.consumed()
-		if len(msgs) == 0 {
-			t.Fatalf("%s consumed nothing", m.name)
-		}
-		for _, msg := range msgs {
-			key := fmt.Sprintf("%d/%d", msg.Partition, msg.Offset)
-			if msg.Topic != topic || owner[msg.Partition] != m {
-				t.Fatalf("%s consumed %s-%s, which it does not claim", m.name, msg.Topic, key)
-			}
-			if seen[key] {
-				t.Fatalf("message %s consumed twice", key)
-			}
-			seen[key] = true
-			if want, ok := first[key]; !ok || string(msg.Value) != want {
-				t.Fatalf("%s read %q at %s; produced %q there", m.name, msg.Value, key, want)
-			}
-		}
-	}
-	if len(seen) != len(first) {
-		t.Fatalf("consumed %d distinct messages; produced %d", len(seen), len(first))
-	}
+	// Between them the members consumed every message once, each only from the topic's
+	// partitions it claims.
+	checkSplitConsumption(t, []memberRecords{{m1.name, m1.consumed()}, {m2.name, m2.consumed()}}, first,
+		func(member string, r consumedRecord) bool { return r.Topic == topic && owner[r.Partition] == member })
 
-	ps := []int32{0, 1, 2}
-	offsets, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
-	if err != nil {
-		t.Fatalf("ListConsumerGroupOffsets: %v", err)
-	}
-	for _, p := range ps {
-		block := offsets.GetBlock(topic, p)
-		if block == nil || !errors.Is(block.Err, sarama.ErrNoError) || block.Offset != firstPerPartition {
-			t.Fatalf("committed offset of %s-%d: %+v; want %d", topic, p, block, firstPerPartition)
+	// checkCommitted checks the group's committed offset of every partition, as the
+	// ClusterAdmin lists it.
+	checkCommitted := func(want int64, when string) {
+		t.Helper()
+		ps := []int32{0, 1, 2}
+		offsets, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+		if err != nil {
+			t.Fatalf("ListConsumerGroupOffsets: %v", err)
+		}
+		for _, p := range ps {
+			block := offsets.GetBlock(topic, p)
+			if block == nil || !errors.Is(block.Err, sarama.ErrNoError) || block.Offset != want {
+				t.Fatalf("committed offset of %s-%d %s: %+v; want %d", topic, p, when, block, want)
+			}
 		}
 	}
+	checkCommitted(firstPerPartition, "after the first sessions")
 
 	// Both members leave; newer messages arrive; a new session of the group gets every
 	// partition and starts after the committed offsets.
@@ -458,28 +436,6 @@ func TestSaramaConsumerGroupCommitsAndResumes(t *testing.T) {
 	if _, c3 := m3.session(); len(c3) != partitions {
 		t.Fatalf("the new session claims %v; want all %d partitions", c3, partitions)
 	}
-	msgs := m3.consumed()
-	if len(msgs) != len(second) {
-		t.Fatalf("the new session consumed %d messages; %d were produced after the commit", len(msgs), len(second))
-	}
-	for _, msg := range msgs {
-		key := fmt.Sprintf("%d/%d", msg.Partition, msg.Offset)
-		want, ok := second[key]
-		if !ok {
-			t.Fatalf("the new session read %s (%q), which is before the committed offset %d", key, msg.Value, firstPerPartition)
-		}
-		if string(msg.Value) != want {
-			t.Fatalf("the new session read %q at %s; produced %q there", msg.Value, key, want)
-		}
-	}
-	offsets, err = adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
-	if err != nil {
-		t.Fatalf("ListConsumerGroupOffsets: %v", err)
-	}
-	for _, p := range ps {
-		block := offsets.GetBlock(topic, p)
-		if block == nil || !errors.Is(block.Err, sarama.ErrNoError) || block.Offset != firstPerPartition+secondPerPartition {
-			t.Fatalf("committed offset of %s-%d after the new session: %+v; want %d", topic, p, block, firstPerPartition+secondPerPartition)
-		}
-	}
+	checkResumedConsumption(t, "the new session", m3.consumed(), second, firstPerPartition)
+	checkCommitted(firstPerPartition+secondPerPartition, "after the new session")
 }

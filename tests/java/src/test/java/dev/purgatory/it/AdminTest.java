@@ -30,9 +30,8 @@ import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -61,38 +60,22 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * produced or committed.
  */
 class AdminTest {
-    private static PurgatoryBroker broker;
-    private static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        broker = PurgatoryBroker.start();
-        admin = Clients.admin(broker);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-        }
-        if (broker != null) {
-            broker.close();
-        }
-    }
+    @RegisterExtension
+    static final BrokerExtension cluster = new BrokerExtension();
 
     @Test
     void createsAndDescribesATopicWithItsPartitionsAndReplicas() throws Exception {
         String topic = "admin-created";
-        CreateTopicsResult created = admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3)
+        CreateTopicsResult created = cluster.admin().createTopics(List.of(new NewTopic(topic, 3, (short) 3)
                 .configs(Map.of("retention.bytes", "10485760"))));
         created.all().get();
         assertEquals(3, created.numPartitions(topic).get());
         assertEquals(3, created.replicationFactor(topic).get());
         assertEquals("10485760", created.config(topic).get().get("retention.bytes").value());
 
-        assertTrue(admin.listTopics().names().get().contains(topic), "listTopics shows the new topic");
+        assertTrue(cluster.admin().listTopics().names().get().contains(topic), "listTopics shows the new topic");
 
-        TopicDescription description = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+        TopicDescription description = cluster.admin().describeTopics(List.of(topic)).allTopicNames().get().get(topic);
         assertFalse(description.isInternal());
         assertFalse(Uuid.ZERO_UUID.equals(description.topicId()), "a topic id is assigned");
         assertEquals(List.of(0, 1, 2), description.partitions().stream().map(TopicPartitionInfo::partition).toList());
@@ -103,23 +86,24 @@ class AdminTest {
         }
 
         ExecutionException again = assertThrows(ExecutionException.class,
-                () -> admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get());
+                () -> cluster.admin().createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get());
         assertInstanceOf(TopicExistsException.class, again.getCause());
 
         // One leader and two followers: a fourth replica cannot be placed.
         ExecutionException tooMany = assertThrows(ExecutionException.class,
-                () -> admin.createTopics(List.of(new NewTopic("admin-four-replicas", 1, (short) 4))).all().get());
+                () -> cluster.admin().createTopics(List.of(new NewTopic("admin-four-replicas", 1, (short) 4)))
+                        .all().get());
         assertInstanceOf(InvalidReplicationFactorException.class, tooMany.getCause());
-        assertFalse(admin.listTopics().names().get().contains("admin-four-replicas"));
+        assertFalse(cluster.admin().listTopics().names().get().contains("admin-four-replicas"));
     }
 
     @Test
     void describesTopicConfigsWithTheirSources() throws Exception {
         String topic = "admin-configs";
-        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3)
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 1, (short) 3)
                 .configs(Map.of("min.insync.replicas", "1", "retention.bytes", "5242880")))).all().get();
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-        Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+        Config config = cluster.admin().describeConfigs(List.of(resource)).all().get().get(resource);
 
         ConfigEntry minIsr = config.get("min.insync.replicas");
         assertEquals("1", minIsr.value());
@@ -146,16 +130,16 @@ class AdminTest {
 
         // A topic without overrides inherits the broker's min.insync.replicas (2 in config/broker.toml).
         String plain = "admin-configs-plain";
-        admin.createTopics(List.of(new NewTopic(plain, 1, (short) 3))).all().get();
+        cluster.admin().createTopics(List.of(new NewTopic(plain, 1, (short) 3))).all().get();
         ConfigResource plainResource = new ConfigResource(ConfigResource.Type.TOPIC, plain);
-        ConfigEntry inherited = admin.describeConfigs(List.of(plainResource)).all().get().get(plainResource)
+        ConfigEntry inherited = cluster.admin().describeConfigs(List.of(plainResource)).all().get().get(plainResource)
                 .get("min.insync.replicas");
         assertEquals("2", inherited.value());
         assertEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, inherited.source());
 
         // The broker's own settings, as broker 1 describes them.
         ConfigResource brokerResource = new ConfigResource(ConfigResource.Type.BROKER, "1");
-        Config brokerConfig = admin.describeConfigs(List.of(brokerResource)).all().get().get(brokerResource);
+        Config brokerConfig = cluster.admin().describeConfigs(List.of(brokerResource)).all().get().get(brokerResource);
         ConfigEntry brokerMinIsr = brokerConfig.get("min.insync.replicas");
         assertNotNull(brokerMinIsr, "broker 1 describes min.insync.replicas");
         assertEquals("2", brokerMinIsr.value());
@@ -166,13 +150,13 @@ class AdminTest {
     @Test
     void listsOffsetsByPositionAndByTimestamp() throws Exception {
         String topic = "admin-offsets";
-        admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get();
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get();
         TopicPartition empty = new TopicPartition(topic, 0);
         TopicPartition written = new TopicPartition(topic, 1);
 
         // Ten records one second apart in create time, in two batches, all to partition 1.
         long base = (System.currentTimeMillis() / 1000 - 3600) * 1000;
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of("linger.ms", 50))) {
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of("linger.ms", 50))) {
             for (int batch = 0; batch < 2; batch++) {
                 List<Future<RecordMetadata>> sent = new ArrayList<>();
                 for (int i = batch * 5; i < batch * 5 + 5; i++) {
@@ -202,29 +186,29 @@ class AdminTest {
 
         // A record found by timestamp comes with the leader epoch it was written in: the
         // topic's first leader, epoch 0.
-        assertEquals(Optional.of(0), admin.listOffsets(Map.of(written, OffsetSpec.forTimestamp(base + 2500)))
+        assertEquals(Optional.of(0), cluster.admin().listOffsets(Map.of(written, OffsetSpec.forTimestamp(base + 2500)))
                 .partitionResult(written).get().leaderEpoch());
     }
 
     @Test
     void listOffsetsFindingNoRecordForATimestampHasNoLeaderEpoch() throws Exception {
         String topic = "admin-offsets-none";
-        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
         TopicPartition tp = new TopicPartition(topic, 0);
         long now = System.currentTimeMillis();
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of())) {
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of())) {
             assertEquals(0, producer.send(new ProducerRecord<>(topic, 0, now, "k", "v")).get().offset());
         }
-        ListOffsetsResultInfo later = admin.listOffsets(Map.of(tp, OffsetSpec.forTimestamp(now + 1000)))
+        ListOffsetsResultInfo later = cluster.admin().listOffsets(Map.of(tp, OffsetSpec.forTimestamp(now + 1000)))
                 .partitionResult(tp).get();
         assertEquals(-1, later.offset());
         assertEquals(-1, later.timestamp());
         assertEquals(Optional.empty(), later.leaderEpoch(), "leader epoch of a ListOffsets that found nothing");
         // Likewise the largest timestamp of an empty partition.
         String empty = "admin-offsets-empty";
-        admin.createTopics(List.of(new NewTopic(empty, 1, (short) 3))).all().get();
+        cluster.admin().createTopics(List.of(new NewTopic(empty, 1, (short) 3))).all().get();
         TopicPartition emptyTp = new TopicPartition(empty, 0);
-        ListOffsetsResultInfo max = admin.listOffsets(Map.of(emptyTp, OffsetSpec.maxTimestamp()))
+        ListOffsetsResultInfo max = cluster.admin().listOffsets(Map.of(emptyTp, OffsetSpec.maxTimestamp()))
                 .partitionResult(emptyTp).get();
         assertEquals(-1, max.offset());
         assertEquals(Optional.empty(), max.leaderEpoch(), "leader epoch of max timestamp in an empty partition");
@@ -232,7 +216,7 @@ class AdminTest {
 
     private static void assertOffset(TopicPartition tp, String label, OffsetSpec spec, long offset, long timestamp)
             throws Exception {
-        ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get();
+        ListOffsetsResultInfo info = cluster.admin().listOffsets(Map.of(tp, spec)).partitionResult(tp).get();
         String what = tp + " " + label;
         assertEquals(offset, info.offset(), what + " offset");
         assertEquals(timestamp, info.timestamp(), what + " timestamp");
@@ -242,9 +226,9 @@ class AdminTest {
     void listsDescribesAndDeletesAConsumerGroup() throws Exception {
         String topic = "admin-groups";
         String group = "admin-group";
-        admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3))).all().get();
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 3, (short) 3))).all().get();
         Map<Integer, Integer> perPartition = new HashMap<>();
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of())) {
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of())) {
             for (int i = 0; i < 30; i++) {
                 producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
                 perPartition.merge(i % 3, 1, Integer::sum);
@@ -254,7 +238,7 @@ class AdminTest {
                 .collect(Collectors.toSet());
 
         String memberId;
-        try (KafkaConsumer<String, String> consumer = Clients.consumer(broker, group, "admin-group-member")) {
+        try (KafkaConsumer<String, String> consumer = Clients.consumer(cluster.broker(), group, "admin-group-member")) {
             consumer.subscribe(List.of(topic));
             List<ConsumerRecord<String, String>> received = new ArrayList<>();
             Wait.until("the group member to get 3 partitions and read 30 records", () -> {
@@ -265,15 +249,16 @@ class AdminTest {
             consumer.commitSync();
             memberId = consumer.groupMetadata().memberId();
 
-            Map<String, GroupListing> listed = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get()
-                    .stream().collect(Collectors.toMap(GroupListing::groupId, g -> g));
+            Map<String, GroupListing> listed = cluster.admin().listGroups(ListGroupsOptions.forConsumerGroups())
+                    .all().get().stream().collect(Collectors.toMap(GroupListing::groupId, g -> g));
             GroupListing listing = listed.get(group);
             assertNotNull(listing, "listGroups shows " + group + ": " + listed);
             assertEquals("consumer", listing.protocol());
             assertEquals(GroupType.CLASSIC, listing.type().orElseThrow());
             assertEquals(GroupState.STABLE, listing.groupState().orElseThrow());
 
-            ConsumerGroupDescription description = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            ConsumerGroupDescription description = cluster.admin().describeConsumerGroups(List.of(group))
+                    .all().get().get(group);
             assertEquals(GroupState.STABLE, description.groupState());
             assertEquals(GroupType.CLASSIC, description.type());
             assertEquals("range", description.partitionAssignor());
@@ -285,7 +270,7 @@ class AdminTest {
             assertEquals("admin-group-member", member.clientId());
             assertEquals(partitions, member.assignment().topicPartitions());
 
-            Map<TopicPartition, OffsetAndMetadata> committed = admin.listConsumerGroupOffsets(group)
+            Map<TopicPartition, OffsetAndMetadata> committed = cluster.admin().listConsumerGroupOffsets(group)
                     .partitionsToOffsetAndMetadata().get();
             assertEquals(partitions, committed.keySet());
             for (TopicPartition tp : partitions) {
@@ -293,61 +278,66 @@ class AdminTest {
             }
 
             ExecutionException notEmpty = assertThrows(ExecutionException.class,
-                    () -> admin.deleteConsumerGroups(List.of(group)).all().get());
+                    () -> cluster.admin().deleteConsumerGroups(List.of(group)).all().get());
             assertInstanceOf(GroupNotEmptyException.class, notEmpty.getCause());
         }
 
         // The member left on close: the group is empty but keeps its offsets.
-        ConsumerGroupDescription afterClose = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+        ConsumerGroupDescription afterClose = cluster.admin().describeConsumerGroups(List.of(group))
+                .all().get().get(group);
         assertEquals(GroupState.EMPTY, afterClose.groupState());
         assertTrue(afterClose.members().isEmpty());
-        assertEquals(partitions, admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().keySet());
+        assertEquals(partitions,
+                cluster.admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().keySet());
 
         // An operator rewinds the empty group's partition 0 to offset 4.
         TopicPartition first = new TopicPartition(topic, 0);
-        admin.alterConsumerGroupOffsets(group, Map.of(first, new OffsetAndMetadata(4, "rewound"))).all().get();
-        OffsetAndMetadata rewound = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(first);
+        cluster.admin().alterConsumerGroupOffsets(group, Map.of(first, new OffsetAndMetadata(4, "rewound")))
+                .all().get();
+        OffsetAndMetadata rewound = cluster.admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+                .get().get(first);
         assertEquals(4, rewound.offset());
         assertEquals("rewound", rewound.metadata());
 
-        admin.deleteConsumerGroups(List.of(group)).all().get();
-        Set<String> remaining = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get().stream()
+        cluster.admin().deleteConsumerGroups(List.of(group)).all().get();
+        Set<String> remaining = cluster.admin().listGroups(ListGroupsOptions.forConsumerGroups()).all().get().stream()
                 .map(GroupListing::groupId).collect(Collectors.toSet());
         assertFalse(remaining.contains(group), "deleted group still listed: " + remaining);
-        assertTrue(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().isEmpty(),
+        assertTrue(cluster.admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().isEmpty(),
                 "a deleted group has no committed offsets");
         ExecutionException gone = assertThrows(ExecutionException.class,
-                () -> admin.describeConsumerGroups(List.of(group)).all().get());
+                () -> cluster.admin().describeConsumerGroups(List.of(group)).all().get());
         assertInstanceOf(GroupIdNotFoundException.class, gone.getCause());
     }
 
     @Test
     void deletesATopic() throws Exception {
         String topic = "admin-deleted";
-        admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get();
-        Uuid oldId = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).topicId();
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of())) {
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get();
+        Uuid oldId = cluster.admin().describeTopics(List.of(topic)).allTopicNames().get().get(topic).topicId();
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of())) {
             assertEquals(0, producer.send(new ProducerRecord<>(topic, 0, "k", "before delete")).get().offset());
         }
 
-        admin.deleteTopics(List.of(topic)).all().get();
-        Wait.until(topic + " to be gone from listTopics", () -> !admin.listTopics().names().get().contains(topic));
+        cluster.admin().deleteTopics(List.of(topic)).all().get();
+        Wait.until(topic + " to be gone from listTopics",
+                () -> !cluster.admin().listTopics().names().get().contains(topic));
         ExecutionException described = assertThrows(ExecutionException.class,
-                () -> admin.describeTopics(List.of(topic)).allTopicNames().get());
+                () -> cluster.admin().describeTopics(List.of(topic)).allTopicNames().get());
         assertInstanceOf(UnknownTopicOrPartitionException.class, described.getCause());
-        assertEquals(null, broker.partition(topic, 0), "the broker no longer has " + topic + "-0");
+        assertEquals(null, cluster.broker().partition(topic, 0), "the broker no longer has " + topic + "-0");
 
         ExecutionException deletedAgain = assertThrows(ExecutionException.class,
-                () -> admin.deleteTopics(List.of(topic)).all().get());
+                () -> cluster.admin().deleteTopics(List.of(topic)).all().get());
         assertInstanceOf(UnknownTopicOrPartitionException.class, deletedAgain.getCause());
 
         // Created again under the same name, it is a new topic: a new id, and empty.
-        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
-        TopicDescription recreated = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+        cluster.admin().createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
+        TopicDescription recreated = cluster.admin().describeTopics(List.of(topic)).allTopicNames().get().get(topic);
         assertFalse(oldId.equals(recreated.topicId()), "the recreated topic kept the deleted one's id " + oldId);
         assertEquals(1, recreated.partitions().size());
         TopicPartition tp = new TopicPartition(topic, 0);
-        assertEquals(0, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset());
+        assertEquals(0, cluster.latestOffset(tp));
     }
 
     private static List<Integer> ids(List<Node> nodes) {

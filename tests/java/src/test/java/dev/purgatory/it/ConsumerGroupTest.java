@@ -1,6 +1,5 @@
 package dev.purgatory.it;
 
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -9,9 +8,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -41,25 +39,8 @@ class ConsumerGroupTest {
     private static final int PARTITIONS = 4;
     private static final int PER_PARTITION = 50;
 
-    private static PurgatoryBroker broker;
-    private static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        broker = PurgatoryBroker.start();
-        admin = Clients.admin(broker);
-        admin.createTopics(List.of(new NewTopic(TOPIC, PARTITIONS, (short) 3))).all().get();
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-        }
-        if (broker != null) {
-            broker.close();
-        }
-    }
+    @RegisterExtension
+    static final BrokerExtension cluster = new BrokerExtension(new NewTopic(TOPIC, PARTITIONS, (short) 3));
 
     /** A produced record as a consumer should see it. */
     record Seen(int partition, long offset, String key, String value) {
@@ -74,8 +55,8 @@ class ConsumerGroupTest {
                 .collect(Collectors.toSet());
         Map<TopicPartition, Long> committedOffsets = new HashMap<>();
 
-        try (KafkaConsumer<String, String> first = Clients.consumer(broker, GROUP, "member-a");
-             KafkaConsumer<String, String> second = Clients.consumer(broker, GROUP, "member-b")) {
+        try (KafkaConsumer<String, String> first = Clients.consumer(cluster.broker(), GROUP, "member-a");
+             KafkaConsumer<String, String> second = Clients.consumer(cluster.broker(), GROUP, "member-b")) {
             first.subscribe(List.of(TOPIC));
             second.subscribe(List.of(TOPIC));
             List<Seen> byFirst = new ArrayList<>();
@@ -130,14 +111,14 @@ class ConsumerGroupTest {
         }
 
         // Both closed (they left the group). The committed offsets stay with the group.
-        Map<TopicPartition, OffsetAndMetadata> stored = admin.listConsumerGroupOffsets(GROUP)
+        Map<TopicPartition, OffsetAndMetadata> stored = cluster.admin().listConsumerGroupOffsets(GROUP)
                 .partitionsToOffsetAndMetadata().get();
         assertEquals(all, stored.keySet());
         stored.forEach((tp, offset) -> assertEquals(committedOffsets.get(tp), offset.offset(), "stored " + tp));
 
         List<Seen> later = produce(PER_PARTITION, 10);
 
-        try (KafkaConsumer<String, String> restarted = Clients.consumer(broker, GROUP, "member-c")) {
+        try (KafkaConsumer<String, String> restarted = Clients.consumer(cluster.broker(), GROUP, "member-c")) {
             restarted.subscribe(List.of(TOPIC));
             List<Seen> read = new ArrayList<>();
             Wait.until("the restarted member to read the " + later.size() + " new records", () -> {
@@ -174,7 +155,7 @@ class ConsumerGroupTest {
     private static List<Seen> produce(int from, int count) throws Exception {
         List<ProducerRecord<String, String>> records = new ArrayList<>();
         List<Future<RecordMetadata>> acks = new ArrayList<>();
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of())) {
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of())) {
             for (int i = from; i < from + count; i++) {
                 for (int p = 0; p < PARTITIONS; p++) {
                     ProducerRecord<String, String> record = new ProducerRecord<>(TOPIC, p, "p" + p + "-" + i,

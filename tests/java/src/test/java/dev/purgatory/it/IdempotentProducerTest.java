@@ -1,8 +1,6 @@
 package dev.purgatory.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -11,9 +9,8 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -39,24 +36,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class IdempotentProducerTest {
     private static final int RECORDS = 2000;
 
-    private static PurgatoryBroker broker;
-    private static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        broker = PurgatoryBroker.start();
-        admin = Clients.admin(broker);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-        }
-        if (broker != null) {
-            broker.close();
-        }
-    }
+    @RegisterExtension
+    static final BrokerExtension cluster = new BrokerExtension();
 
     @ParameterizedTest(name = "compression.type={0}")
     @ValueSource(strings = {"zstd", "lz4", "gzip", "snappy"})
@@ -65,7 +46,7 @@ class IdempotentProducerTest {
         // Auto-created by the producer's metadata request: one partition, three replicas.
         TopicPartition tp = new TopicPartition(topic, 0);
         List<Future<RecordMetadata>> acks = new ArrayList<>();
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of(
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of(
                 ProducerConfig.COMPRESSION_TYPE_CONFIG, compression,
                 ProducerConfig.LINGER_MS_CONFIG, 5,
                 ProducerConfig.BATCH_SIZE_CONFIG, 8192,
@@ -84,9 +65,8 @@ class IdempotentProducerTest {
             assertEquals(i, metadata.offset(), "offset of record " + i);
         }
 
-        assertEquals(RECORDS, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset(),
-                "high watermark after " + RECORDS + " acknowledged records");
-        JsonNode state = broker.partition(topic, 0);
+        assertEquals(RECORDS, cluster.latestOffset(tp), "high watermark after " + RECORDS + " acknowledged records");
+        JsonNode state = cluster.broker().partition(topic, 0);
         assertEquals(RECORDS, state.path("high_watermark").asLong());
         assertEquals(RECORDS, state.path("log_end_offset").asLong());
         assertTrue(state.path("batch_count").asLong() > 1, "the records went in several batches: " + state);
@@ -110,32 +90,32 @@ class IdempotentProducerTest {
     void acksAllWaitsInThePurgatoryUntilTheFollowersCatchUp() throws Exception {
         String topic = "idempotent-waits";
         TopicPartition tp = new TopicPartition(topic, 0);
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of())) {
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of())) {
             assertEquals(0, producer.send(new ProducerRecord<>(topic, "k0", "before the pause")).get().offset());
             try {
-                broker.follower(2, "pause");
-                broker.follower(3, "pause");
+                cluster.broker().follower(2, "pause");
+                cluster.broker().follower(3, "pause");
                 Future<RecordMetadata> parked = producer.send(new ProducerRecord<>(topic, "k1", "while paused"));
                 Wait.until("the produce to be parked in the produce purgatory", () ->
                         pendingProduces(topic + "-0") == 1);
                 // Parked: the leader has it (LEO 2) but the followers have not fetched it (HW 1).
-                JsonNode partition = broker.partition(topic, 0);
+                JsonNode partition = cluster.broker().partition(topic, 0);
                 assertEquals(2, partition.path("log_end_offset").asLong());
                 assertEquals(1, partition.path("high_watermark").asLong());
                 assertFalse(parked.isDone(), "acks=all answered before the followers replicated it");
-                assertEquals(1, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset(),
+                assertEquals(1, cluster.latestOffset(tp),
                         "a consumer's end offset is the high watermark, not the log end");
 
-                broker.follower(2, "resume");
-                broker.follower(3, "resume");
+                cluster.broker().follower(2, "resume");
+                cluster.broker().follower(3, "resume");
                 RecordMetadata metadata = parked.get(60, TimeUnit.SECONDS);
                 assertEquals(1, metadata.offset());
             } finally {
-                broker.follower(2, "resume");
-                broker.follower(3, "resume");
+                cluster.broker().follower(2, "resume");
+                cluster.broker().follower(3, "resume");
             }
         }
-        assertEquals(2, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset());
+        assertEquals(2, cluster.latestOffset(tp));
         List<ConsumerRecord<String, String>> read = readAll(tp, 2);
         assertEquals(List.of("before the pause", "while paused"), read.stream().map(ConsumerRecord::value).toList());
     }
@@ -147,7 +127,7 @@ class IdempotentProducerTest {
         // A short request timeout: while both followers are paused each attempt waits in the
         // produce purgatory until its timeout expires it (REQUEST_TIMED_OUT), and the client
         // sends the same batch again, with the same producer id and sequence number.
-        try (KafkaProducer<String, String> producer = Clients.producer(broker, Map.of(
+        try (KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of(
                 ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 1500,
                 ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 120000,
                 ProducerConfig.RETRY_BACKOFF_MS_CONFIG, 100,
@@ -155,21 +135,21 @@ class IdempotentProducerTest {
             assertEquals(0, producer.send(new ProducerRecord<>(topic, "k0", "first")).get().offset());
             Future<RecordMetadata> retried;
             try {
-                broker.follower(2, "pause");
-                broker.follower(3, "pause");
+                cluster.broker().follower(2, "pause");
+                cluster.broker().follower(3, "pause");
                 retried = producer.send(new ProducerRecord<>(topic, "k1", "sent until acknowledged"));
                 Wait.until("the producer to retry the batch twice", () -> retries(producer) >= 2);
                 assertFalse(retried.isDone(), "acknowledged while both followers were paused");
             } finally {
-                broker.follower(2, "resume");
-                broker.follower(3, "resume");
+                cluster.broker().follower(2, "resume");
+                cluster.broker().follower(3, "resume");
             }
             assertEquals(1, retried.get(60, TimeUnit.SECONDS).offset(), "offset of the retried record");
             assertEquals(2, producer.send(new ProducerRecord<>(topic, "k2", "after")).get().offset());
         }
         // The broker appended the first attempt and recognised every retry as a duplicate.
-        assertEquals(3, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset());
-        assertEquals(3, broker.partition(topic, 0).path("log_end_offset").asLong());
+        assertEquals(3, cluster.latestOffset(tp));
+        assertEquals(3, cluster.broker().partition(topic, 0).path("log_end_offset").asLong());
         assertEquals(List.of("first", "sent until acknowledged", "after"),
                 readAll(tp, 3).stream().map(ConsumerRecord::value).toList());
     }
@@ -184,7 +164,7 @@ class IdempotentProducerTest {
 
     private static int pendingProduces(String key) throws Exception {
         int count = 0;
-        for (JsonNode op : broker.state().path("purgatories").path("produce").path("pending")) {
+        for (JsonNode op : cluster.broker().state().path("purgatories").path("produce").path("pending")) {
             for (JsonNode k : op.path("keys")) {
                 if (k.asText().equals(key)) {
                     count++;
@@ -197,7 +177,7 @@ class IdempotentProducerTest {
     /** Reads a partition from offset 0 with assign + seek until {@code count} records came. */
     private static List<ConsumerRecord<String, String>> readAll(TopicPartition tp, int count) throws Exception {
         List<ConsumerRecord<String, String>> read = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = Clients.consumer(broker, null, "reader-" + tp)) {
+        try (KafkaConsumer<String, String> consumer = Clients.consumer(cluster.broker(), null, "reader-" + tp)) {
             consumer.assign(List.of(tp));
             consumer.seekToBeginning(List.of(tp));
             Wait.until(count + " records from " + tp + " (have " + read.size() + ")", () -> {

@@ -1,19 +1,15 @@
 package dev.purgatory.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -35,24 +31,8 @@ class ProducerPerformanceTest {
             "^(\\d+) records sent, [\\d.]+ records/sec \\([\\d.]+ MB/sec\\), [\\d.]+ ms avg latency, "
                     + "[\\d.]+ ms max latency, \\d+ ms 50th, \\d+ ms 95th, \\d+ ms 99th, \\d+ ms 99.9th\\.$");
 
-    private static PurgatoryBroker broker;
-    private static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        broker = PurgatoryBroker.start();
-        admin = Clients.admin(broker);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-        }
-        if (broker != null) {
-            broker.close();
-        }
-    }
+    @RegisterExtension
+    static final BrokerExtension cluster = new BrokerExtension();
 
     @Test
     void producerPerformanceSendsEveryRecordWithAcksAll() throws Exception {
@@ -60,7 +40,7 @@ class ProducerPerformanceTest {
         KafkaTool.Result result = KafkaTool.run("producer-performance", "org.apache.kafka.tools.ProducerPerformance",
                 List.of("--topic", topic, "--num-records", Integer.toString(RECORDS),
                         "--record-size", Integer.toString(RECORD_SIZE), "--throughput", "-1",
-                        "--bootstrap-server", broker.bootstrap(), "--command-property", "acks=-1"),
+                        "--bootstrap-server", cluster.broker().bootstrap(), "--command-property", "acks=-1"),
                 300);
         assertEquals(0, result.exitCode(), result.describe());
 
@@ -76,14 +56,14 @@ class ProducerPerformanceTest {
 
         // The topic was auto-created with one partition: every record is below the HW.
         TopicPartition tp = new TopicPartition(topic, 0);
-        assertEquals(RECORDS, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset());
-        JsonNode partition = broker.partition(topic, 0);
+        assertEquals(RECORDS, cluster.latestOffset(tp));
+        JsonNode partition = cluster.broker().partition(topic, 0);
         assertEquals(RECORDS, partition.path("high_watermark").asLong(), "HW in /api/state: " + partition);
         assertEquals(RECORDS, partition.path("log_end_offset").asLong(), "LEO in /api/state: " + partition);
         assertEquals(List.of(1, 2, 3), ids(partition.path("isr")), "ISR in /api/state");
 
         // The first and the last record are there, each of the size sent.
-        try (KafkaConsumer<String, String> consumer = Clients.consumer(broker, null, "perf-reader")) {
+        try (KafkaConsumer<String, String> consumer = Clients.consumer(cluster.broker(), null, "perf-reader")) {
             consumer.assign(List.of(tp));
             for (long offset : new long[] {0, RECORDS - 1}) {
                 consumer.seek(tp, offset);

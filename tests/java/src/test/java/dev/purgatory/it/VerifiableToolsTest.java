@@ -1,16 +1,12 @@
 package dev.purgatory.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -40,25 +36,8 @@ class VerifiableToolsTest {
     private static final int FIRST_ROUND = 3000;
     private static final int SECOND_ROUND = 600;
 
-    private static PurgatoryBroker broker;
-    private static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        broker = PurgatoryBroker.start();
-        admin = Clients.admin(broker);
-        admin.createTopics(List.of(new NewTopic(TOPIC, PARTITIONS, (short) 3))).all().get();
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-        }
-        if (broker != null) {
-            broker.close();
-        }
-    }
+    @RegisterExtension
+    static final BrokerExtension cluster = new BrokerExtension(new NewTopic(TOPIC, PARTITIONS, (short) 3));
 
     /** One record as the tools print it. */
     record Rec(int partition, long offset, String key, String value) {
@@ -143,15 +122,15 @@ class VerifiableToolsTest {
     }
 
     private static List<String> consumerArgs(int maxMessages) {
-        return List.of("--bootstrap-server", broker.bootstrap(), "--topic", TOPIC, "--group-id", GROUP,
+        return List.of("--bootstrap-server", cluster.broker().bootstrap(), "--topic", TOPIC, "--group-id", GROUP,
                 "--max-messages", Integer.toString(maxMessages), "--verbose", "--reset-policy", "earliest",
                 "--session-timeout", "10000");
     }
 
     /** Runs VerifiableProducer with acks=-1 and returns its acknowledged records, checking it sent all. */
     private static List<Rec> runProducer(String name, int count, String valuePrefix) throws Exception {
-        List<String> args = new ArrayList<>(List.of("--bootstrap-server", broker.bootstrap(), "--topic", TOPIC,
-                "--max-messages", Integer.toString(count), "--acks", "-1", "--repeating-keys", "50"));
+        List<String> args = new ArrayList<>(List.of("--bootstrap-server", cluster.broker().bootstrap(),
+                "--topic", TOPIC, "--max-messages", Integer.toString(count), "--acks", "-1", "--repeating-keys", "50"));
         if (valuePrefix != null) {
             args.addAll(List.of("--value-prefix", valuePrefix));
         }
@@ -192,8 +171,7 @@ class VerifiableToolsTest {
             }
             end.put(p, next);
             TopicPartition tp = new TopicPartition(TOPIC, p);
-            assertEquals(next, admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset(),
-                    "high watermark of " + tp);
+            assertEquals(next, cluster.latestOffset(tp), "high watermark of " + tp);
         }
         assertEquals(acked.size(), acked.stream().map(Rec::value).distinct().count(), "values are unique");
         assertEquals(PARTITIONS, byPartition.size(), "50 keys spread over every partition: " + byPartition.keySet());
@@ -291,7 +269,7 @@ class VerifiableToolsTest {
 
     private static Map<Integer, Long> groupOffsets() throws Exception {
         Map<Integer, Long> offsets = new TreeMap<>();
-        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : admin.listConsumerGroupOffsets(GROUP)
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : cluster.admin().listConsumerGroupOffsets(GROUP)
                 .partitionsToOffsetAndMetadata().get().entrySet()) {
             offsets.put(e.getKey().partition(), e.getValue().offset());
         }
