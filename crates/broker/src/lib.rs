@@ -40,6 +40,8 @@ pub mod replica_manager;
 pub mod request;
 pub mod server;
 pub mod telemetry;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod topics;
 
 pub use config::BrokerConfig;

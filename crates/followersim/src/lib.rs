@@ -37,6 +37,7 @@ mod follower;
 pub mod log;
 pub mod scenario;
 mod state;
+pub mod test_util;
 pub mod wire;
 
 pub use config::FollowerConfig;

@@ -12,6 +12,7 @@
 
 use anyhow::{bail, Result};
 use bytes::{Bytes, BytesMut};
+use followersim::test_util::wait_until;
 use followersim::wire::{decode_request_header, KafkaConnection};
 use followersim::{Follower, FollowerConfig, FollowerHandle, FollowerState, Scenario};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -419,16 +420,6 @@ fn config(leader: &FakeLeader, id: i32) -> FollowerConfig {
         reconnect_backoff_ms: 10,
         reconnect_backoff_max_ms: 50,
         ..FollowerConfig::new(id, leader.addr.clone())
-    }
-}
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        if Instant::now() > deadline {
-            panic!("timed out waiting until {what}");
-        }
-        sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -353,14 +353,9 @@ async fn post_clock_advance(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BrokerConfig, ClockMode};
 
     fn state(token: Option<&str>) -> AdminState {
-        let config = BrokerConfig {
-            clock: ClockMode::Manual,
-            ..BrokerConfig::default()
-        };
-        let rm = ReplicaManager::new(config);
+        let rm = ReplicaManager::new(crate::test_util::manual_config(|_| {}));
         AdminState::new(
             rm.clone(),
             GroupCoordinator::new(&rm),

@@ -285,7 +285,6 @@ mod tests {
     //! answers or closes the connection, and never panics.
 
     use super::*;
-    use crate::config::{BrokerConfig, ClockMode};
     use crate::handlers::SUPPORTED_APIS;
     use bytes::{BufMut, BytesMut};
     use rand::{Rng, SeedableRng};
@@ -313,11 +312,7 @@ mod tests {
 
     #[test]
     fn random_and_mutated_requests_never_panic() {
-        let config = BrokerConfig {
-            clock: ClockMode::Manual,
-            ..BrokerConfig::default()
-        };
-        let apis = KafkaApis::new(ReplicaManager::new(config));
+        let apis = KafkaApis::new(ReplicaManager::new(crate::test_util::manual_config(|_| {})));
         let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
         let mut handled = 0;

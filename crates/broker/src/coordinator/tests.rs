@@ -15,10 +15,10 @@ use kafka_protocol::ResponseError;
 use super::group::{GroupState, OffsetAndMetadata, OffsetKey};
 use super::member::{JoinGroupResult, SyncGroupResult};
 use super::{GroupCoordinator, JoinGroupParams, LeavingMember, SyncGroupParams};
-use crate::config::{BrokerConfig, ClockMode};
+use crate::config::BrokerConfig;
 use crate::replica_manager::ReplicaManager;
 use crate::request::RequestContext;
-use crate::topics::NewTopic;
+use crate::test_util::manual_broker;
 
 const SESSION: i32 = 6_000;
 const REBALANCE: i32 = 10_000;
@@ -29,24 +29,14 @@ struct Harness {
 }
 
 fn harness(configure: impl FnOnce(&mut BrokerConfig)) -> Harness {
-    let mut config = BrokerConfig {
-        clock: ClockMode::Manual,
-        offsets_topic_replication_factor: 1,
-        offsets_topic_num_partitions: 3,
-        ..BrokerConfig::default()
-    };
-    configure(&mut config);
-    let rm = ReplicaManager::new(config);
-    rm.create_topic(
-        NewTopic {
-            name: "t".into(),
-            partitions: 4,
-            replication_factor: 1,
-            configs: vec![],
+    let rm = manual_broker(
+        |c| {
+            c.offsets_topic_replication_factor = 1;
+            c.offsets_topic_num_partitions = 3;
+            configure(c);
         },
-        false,
-    )
-    .unwrap();
+        &[("t", 4, 1)],
+    );
     let c = GroupCoordinator::new(&rm);
     Harness { rm, c }
 }

@@ -23,9 +23,10 @@ use replog::test_util::BatchBuilder;
 
 use super::{Reply, RequestContext, SUPPORTED_APIS};
 use crate::apis::KafkaApis;
-use crate::config::{BrokerConfig, ClockMode};
+use crate::config::BrokerConfig;
 use crate::connection::encode_response;
 use crate::replica_manager::ReplicaManager;
+use crate::test_util::manual_config;
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -396,12 +397,10 @@ fn every_handler_response_encodes_and_decodes_at_every_advertised_version() {
 /// A manual clock; groups complete their first rebalance on the next timer advance and
 /// `__consumer_offsets` has one replica, so its appends are replicated at once.
 fn group_test_config() -> BrokerConfig {
-    BrokerConfig {
-        clock: ClockMode::Manual,
-        group_initial_rebalance_delay_ms: 0,
-        offsets_topic_replication_factor: 1,
-        ..BrokerConfig::default()
-    }
+    manual_config(|c| {
+        c.group_initial_rebalance_delay_ms = 0;
+        c.offsets_topic_replication_factor = 1;
+    })
 }
 
 /// Encodes `response` at `version` and decodes it back, as the connection would send it.
@@ -724,11 +723,8 @@ impl DecodeFrom for ResponseHeader {
     }
 }
 
-fn manual_broker() -> Arc<KafkaApis> {
-    KafkaApis::new(ReplicaManager::new(BrokerConfig {
-        clock: ClockMode::Manual,
-        ..BrokerConfig::default()
-    }))
+fn manual_apis() -> Arc<KafkaApis> {
+    KafkaApis::new(ReplicaManager::new(manual_config(|_| {})))
 }
 
 fn ask(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
@@ -750,7 +746,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
     // Kafka's ConfigSource: 1 = set for the topic, 4 = the broker's config, 5 = default.
     // Leaving it at the field's default (-1) made kafka-python's admin client reject the
     // whole CreateTopics response.
-    let apis = manual_broker();
+    let apis = manual_apis();
     for version in 5..=7 {
         let topic = format!("sourced-{version}");
         let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
@@ -829,7 +825,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
 
 #[test]
 fn describe_configs_filters_by_the_keys_asked_for() {
-    let apis = manual_broker();
+    let apis = manual_apis();
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(4)
@@ -853,11 +849,9 @@ fn describe_configs_filters_by_the_keys_asked_for() {
 
 #[test]
 fn describe_configs_withholds_the_admin_token() {
-    let apis = KafkaApis::new(ReplicaManager::new(BrokerConfig {
-        clock: ClockMode::Manual,
-        admin_token: Some("s3cret".into()),
-        ..BrokerConfig::default()
-    }));
+    let apis = KafkaApis::new(ReplicaManager::new(manual_config(|c| {
+        c.admin_token = Some("s3cret".into());
+    })));
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(4)
@@ -878,7 +872,7 @@ fn describe_configs_withholds_the_admin_token() {
 fn list_offsets_refuses_a_partition_asked_for_twice() {
     // Kafka answers INVALID_REQUEST for every entry of a partition named more than once,
     // rather than two offsets a client cannot tell apart.
-    let apis = manual_broker();
+    let apis = manual_apis();
     let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
         .with_name(name("twice"))
         .with_num_partitions(2)
@@ -1129,16 +1123,14 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
     // member ids the broker hands out are fed back so that requests meet real groups.
     // Every parked reply eventually comes; the coordinator never holds more than its caps.
     use rand::{Rng, SeedableRng};
-    let config = BrokerConfig {
-        clock: ClockMode::Manual,
-        offsets_topic_replication_factor: 1,
-        offsets_topic_num_partitions: 5,
-        group_max_size: 6,
-        group_coordinator_max_groups: 8,
-        group_coordinator_max_members: 20,
-        group_coordinator_max_committed_offsets: 12,
-        ..BrokerConfig::default()
-    };
+    let config = manual_config(|c| {
+        c.offsets_topic_replication_factor = 1;
+        c.offsets_topic_num_partitions = 5;
+        c.group_max_size = 6;
+        c.group_coordinator_max_groups = 8;
+        c.group_coordinator_max_members = 20;
+        c.group_coordinator_max_committed_offsets = 12;
+    });
     let apis = KafkaApis::new(ReplicaManager::new(config));
     exchange(
         &apis,

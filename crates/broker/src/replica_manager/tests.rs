@@ -10,31 +10,16 @@ use parking_lot::Mutex;
 use replog::test_util::BatchBuilder;
 
 use super::{AppendOrigin, ReplicaManager};
-use crate::config::{BrokerConfig, ClockMode};
 use crate::delayed::ProducePartitionResult;
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
-use crate::topics::NewTopic;
+use crate::test_util::manual_broker;
 
 const LAG_MS: u64 = 30_000;
 
 /// A manual-clock broker with topic `t` (three replicas, min.insync.replicas 2).
 fn broker() -> Arc<ReplicaManager> {
-    let rm = ReplicaManager::new(BrokerConfig {
-        clock: ClockMode::Manual,
-        ..BrokerConfig::default()
-    });
-    rm.create_topic(
-        NewTopic {
-            name: "t".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: vec![],
-        },
-        false,
-    )
-    .unwrap();
-    rm
+    manual_broker(|_| {}, &[("t", 1, 3)])
 }
 
 type Answer = Arc<Mutex<Option<ProducePartitionResult>>>;

@@ -10,28 +10,13 @@ use replog::test_util::BatchBuilder;
 use replog::ReadBound;
 
 use super::*;
-use crate::config::{BrokerConfig, ClockMode};
 use crate::delayed::FetchParams;
 use crate::replica_manager::{AppendOrigin, FetchPartitionRequest, ReplicaManager};
 use crate::request::RequestContext;
-use crate::topics::NewTopic;
+use crate::test_util::manual_broker;
 
 fn broker() -> Arc<ReplicaManager> {
-    let rm = ReplicaManager::new(BrokerConfig {
-        clock: ClockMode::Manual,
-        ..BrokerConfig::default()
-    });
-    rm.create_topic(
-        NewTopic {
-            name: "demo".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: vec![],
-        },
-        false,
-    )
-    .unwrap();
-    rm
+    manual_broker(|_| {}, &[("demo", 1, 3)])
 }
 
 /// A request context with a record in the request log, as the connection makes one.

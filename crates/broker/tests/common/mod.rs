@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use followersim::wire::KafkaConnection;
@@ -120,17 +119,9 @@ impl ManualFollower {
     }
 }
 
-/// Polls `condition` until it holds; panics with `what` after 20 s. This waits for an
-/// event, it does not assert on timing.
-pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        if start.elapsed() > Duration::from_secs(20) {
-            panic!("timed out waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+/// Polls `condition` until it holds (the workspace's one `wait_until`).
+#[allow(unused_imports)] // not every test binary that includes this module waits
+pub use followersim::test_util::wait_until;
 
 /// A librdkafka producer with acks=all and no batching delay; `extra` overrides.
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
