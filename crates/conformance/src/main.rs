@@ -22,11 +22,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use kafka_protocol::messages::FindCoordinatorRequest;
 
 use corpus::{Ctx, Scenario};
 use observe::{diff, FieldDiff, Observation};
-use target::{name, OursProcess, Target};
+use target::{find_coordinator_request, OursProcess, Target};
 
 #[derive(Parser, Debug)]
 #[command(about = "Compare this broker's answers with Apache Kafka's, scenario by scenario")]
@@ -286,10 +285,9 @@ fn markdown(scenarios: &[Scenario], outcomes: &[Outcome]) -> String {
 /// Kafka's leader of each `__consumer_offsets` partition (creating the topic first), so
 /// that scenarios can name groups coordinated by node 1.
 async fn offsets_leaders(kafka: &mut Target) -> Result<Vec<i32>> {
-    let req = FindCoordinatorRequest::default()
-        .with_key_type(0)
-        .with_coordinator_keys(vec![name("conformance-probe")]);
-    kafka.leader(&req, 4).await?;
+    kafka
+        .leader(&find_coordinator_request(0, "conformance-probe"), 4)
+        .await?;
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let meta = kafka.metadata(&["__consumer_offsets"]).await?;

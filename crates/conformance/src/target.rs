@@ -21,7 +21,8 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse, TopicName,
+    BrokerId, CreateTopicsRequest, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest,
+    MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -51,6 +52,15 @@ pub struct Target {
     followers_stopped: bool,
 }
 
+/// What [`Target::wait_in_sync`] and [`Target::wait_replicated`] wait for.
+#[derive(Debug, Clone, Copy)]
+enum Ready {
+    /// Node 1 leads every partition, and answers for it, with every replica in the ISR.
+    InSync,
+    /// Every partition has a leader, wherever it is, with every replica in the ISR.
+    Replicated,
+}
+
 /// The node that leads every partition the scenarios create.
 pub const LEADER: i32 = 1;
 /// The two other replicas of every partition the scenarios create.
@@ -62,6 +72,26 @@ pub fn name(s: &str) -> StrBytes {
 
 pub fn topic_name(s: &str) -> TopicName {
     TopicName(name(s))
+}
+
+/// A new topic's configs, as CreateTopics carries them.
+pub fn topic_configs(configs: &[(&str, &str)]) -> Vec<CreatableTopicConfig> {
+    configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(name(k))
+                .with_value(Some(name(v)))
+        })
+        .collect()
+}
+
+/// FindCoordinator (v4 and up: a list of keys) of one key of `key_type` (0 a group, 1 a
+/// transactional id).
+pub fn find_coordinator_request(key_type: i8, key: &str) -> FindCoordinatorRequest {
+    FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![name(key)])
 }
 
 impl Target {
@@ -188,16 +218,7 @@ impl Target {
     ) -> Result<()> {
         let mut creatable = CreatableTopic::default()
             .with_name(topic_name(topic))
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(name(k))
-                            .with_value(Some(name(v)))
-                    })
-                    .collect(),
-            );
+            .with_configs(topic_configs(configs));
         creatable = match self.kind {
             Kind::Kafka => creatable
                 .with_num_partitions(-1)
@@ -228,32 +249,62 @@ impl Target {
 
     /// Waits until node 1 leads every partition of `topics` and every replica is in the ISR.
     pub async fn wait_in_sync(&mut self, topics: &[&str]) -> Result<()> {
+        self.wait_for(topics, Ready::InSync).await
+    }
+
+    /// Waits until every partition of `topics` has a leader and a full ISR, wherever the
+    /// leader is (for `__consumer_offsets`, whose leaders Kafka spreads).
+    pub async fn wait_replicated(&mut self, topics: &[&str]) -> Result<()> {
+        self.wait_for(topics, Ready::Replicated).await
+    }
+
+    /// Asks every 100 ms whether `topics` are `ready`; fails after 90 s.
+    async fn wait_for(&mut self, topics: &[&str], ready: Ready) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            let meta = self.metadata(topics).await?;
-            let ready = meta.topics.len() == topics.len()
-                && meta.topics.iter().all(|t| {
-                    t.error_code == 0
-                        && !t.partitions.is_empty()
-                        && t.partitions.iter().all(|p| {
-                            p.error_code == 0
-                                && p.leader_id.0 == LEADER
-                                && p.isr_nodes.len() == p.replica_nodes.len()
-                        })
-                });
-            // Metadata can name node 1 the leader a moment before its replica manager has
-            // made it one: ask the partitions themselves too.
-            if ready && self.partitions_answer(&meta).await? {
+            if self.is_ready(topics, ready).await? {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!(
-                    "{}: {topics:?} not led by node 1 with a full ISR after 90 s",
-                    self.label()
-                );
+                let what = match ready {
+                    Ready::InSync => "not led by node 1 with a full ISR",
+                    Ready::Replicated => "not fully replicated",
+                };
+                bail!("{}: {topics:?} {what} after 90 s", self.label());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Whether every partition of `topics` is as `ready` says, by one Metadata (and, for
+    /// [`Ready::InSync`], one ListOffsets).
+    async fn is_ready(&mut self, topics: &[&str], ready: Ready) -> Result<bool> {
+        let meta = self.metadata(topics).await?;
+        Ok(match ready {
+            Ready::InSync => {
+                let led = meta.topics.len() == topics.len()
+                    && meta.topics.iter().all(|t| {
+                        t.error_code == 0
+                            && !t.partitions.is_empty()
+                            && t.partitions.iter().all(|p| {
+                                p.error_code == 0
+                                    && p.leader_id.0 == LEADER
+                                    && p.isr_nodes.len() == p.replica_nodes.len()
+                            })
+                    });
+                // Metadata can name node 1 the leader a moment before its replica manager
+                // has made it one: ask the partitions themselves too.
+                led && self.partitions_answer(&meta).await?
+            }
+            Ready::Replicated => meta.topics.iter().all(|t| {
+                t.error_code == 0
+                    && t.partitions.iter().all(|p| {
+                        p.error_code == 0
+                            && p.leader_id.0 >= 0
+                            && p.isr_nodes.len() == p.replica_nodes.len()
+                    })
+            }),
+        })
     }
 
     /// Whether node 1 answers a consumer's ListOffsets for every partition in `meta`
@@ -287,33 +338,6 @@ impl Target {
             .iter()
             .flat_map(|t| &t.partitions)
             .all(|p| p.error_code == 0))
-    }
-
-    /// Waits until every partition of `topics` has a leader and a full ISR, wherever the
-    /// leader is (for `__consumer_offsets`, whose leaders Kafka spreads).
-    pub async fn wait_replicated(&mut self, topics: &[&str]) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let meta = self.metadata(topics).await?;
-            let ready = meta.topics.iter().all(|t| {
-                t.error_code == 0
-                    && t.partitions.iter().all(|p| {
-                        p.error_code == 0
-                            && p.leader_id.0 >= 0
-                            && p.isr_nodes.len() == p.replica_nodes.len()
-                    })
-            });
-            if ready {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{}: {topics:?} not fully replicated after 90 s",
-                    self.label()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     /// Stops both followers: they neither fetch nor answer until [`Target::resume_followers`].

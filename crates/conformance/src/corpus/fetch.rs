@@ -4,10 +4,11 @@
 use std::time::Instant;
 
 use anyhow::Result;
+use kafka_protocol::messages::FetchRequest;
 
 use super::{
-    fetch, fetch_request, produce, scenario, see_fetch, see_produce, values, Ctx, Scenario,
-    FETCH_VERSION,
+    fetch, fetch_request, produce, scenario, see_fetch, see_produce, values,
+    with_followers_stopped, Ctx, Scenario, Then, FETCH_VERSION,
 };
 use crate::observe::Observation;
 use crate::target::{Target, LEADER};
@@ -57,47 +58,76 @@ async fn three_records(t: &mut Target, c: &Ctx) -> Result<String> {
     Ok(topic)
 }
 
+/// Sends `req` and records the answer under `prefix`, judged against `wait_ms`.
+async fn see(
+    t: &mut Target,
+    o: &mut Observation,
+    prefix: &str,
+    req: &FetchRequest,
+    wait_ms: i32,
+) -> Result<()> {
+    let (p, took) = fetch(t, req).await?;
+    see_fetch(o, prefix, &p, took, wait_ms);
+    Ok(())
+}
+
+/// A scenario of one fetch, `req` of the topic of [`three_records`], judged against
+/// `wait_ms`.
+async fn one_fetch(
+    t: &mut Target,
+    c: &Ctx,
+    req: fn(&str) -> FetchRequest,
+    wait_ms: i32,
+) -> Result<Observation> {
+    let topic = three_records(t, c).await?;
+    let mut o = Observation::new();
+    see(t, &mut o, "", &req(&topic), wait_ms).await?;
+    Ok(o)
+}
+
 async fn data_there(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = three_records(t, c).await?;
     let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, 0)).await?;
-    see_fetch(&mut o, "", &p, took, 3_000);
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, 1)).await?;
-    see_fetch(&mut o, "from_1.", &p, took, 3_000);
+    for (prefix, offset) in [("", 0), ("from_1.", 1)] {
+        let req = fetch_request(-1, 3_000, 1, &topic, 0, offset);
+        see(t, &mut o, prefix, &req, 3_000).await?;
+    }
     Ok(o)
 }
 
 async fn at_end_no_wait(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 0, 1, &topic, 0, 3)).await?;
     // max_wait 0: whatever the time, it must not have waited; call a long answer a wait.
-    see_fetch(&mut o, "", &p, took, 2_000);
-    Ok(o)
+    one_fetch(t, c, |topic| fetch_request(-1, 0, 1, topic, 0, 3), 2_000).await
 }
 
 async fn at_end_min_bytes_zero(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 0, &topic, 0, 3)).await?;
-    see_fetch(&mut o, "", &p, took, 3_000);
-    Ok(o)
+    one_fetch(
+        t,
+        c,
+        |topic| fetch_request(-1, 3_000, 0, topic, 0, 3),
+        3_000,
+    )
+    .await
 }
 
 async fn at_end_waits(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 1_500, 1, &topic, 0, 3)).await?;
-    see_fetch(&mut o, "", &p, took, 1_500);
-    Ok(o)
+    one_fetch(
+        t,
+        c,
+        |topic| fetch_request(-1, 1_500, 1, topic, 0, 3),
+        1_500,
+    )
+    .await
 }
 
 async fn below_min_bytes(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 1_500, 1 << 20, &topic, 0, 0)).await?;
-    see_fetch(&mut o, "", &p, took, 1_500);
-    Ok(o)
+    one_fetch(
+        t,
+        c,
+        |topic| fetch_request(-1, 1_500, 1 << 20, topic, 0, 0),
+        1_500,
+    )
+    .await
 }
 
 async fn parked_then_produce(t: &mut Target, c: &Ctx) -> Result<Observation> {
@@ -110,7 +140,7 @@ async fn parked_then_produce(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let (p, _) = produce(t, &topic, 0, -1, 30_000, values("late", 1)).await?;
     see_produce(&mut o, "produce.", &p);
     let (_, resp) = consumer
-        .read_response::<kafka_protocol::messages::FetchRequest>(FETCH_VERSION)
+        .read_response::<FetchRequest>(FETCH_VERSION)
         .await?;
     let took = start.elapsed();
     let part = resp
@@ -124,51 +154,50 @@ async fn parked_then_produce(t: &mut Target, c: &Ctx) -> Result<Observation> {
 }
 
 async fn small_partition_max_bytes(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let mut req = fetch_request(-1, 0, 1, &topic, 0, 0);
-    req.topics[0].partitions[0].partition_max_bytes = 10;
     // The first batch is returned whole even when larger than the limit (KIP-74).
-    let (p, took) = fetch(t, &req).await?;
-    see_fetch(&mut o, "", &p, took, 2_000);
-    Ok(o)
+    let req = |topic: &str| {
+        let mut req = fetch_request(-1, 0, 1, topic, 0, 0);
+        req.topics[0].partitions[0].partition_max_bytes = 10;
+        req
+    };
+    one_fetch(t, c, req, 2_000).await
 }
 
 async fn above_log_end(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = three_records(t, c).await?;
     let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, 100)).await?;
-    see_fetch(&mut o, "consumer.", &p, took, 3_000);
+    let consumer = fetch_request(-1, 3_000, 1, &topic, 0, 100);
+    see(t, &mut o, "consumer.", &consumer, 3_000).await?;
     // Replica 2 is a follower on both: past the leader's log end it is out of range too.
-    let (p, took) = fetch(t, &fetch_request(2, 3_000, 1, &topic, 0, 100)).await?;
-    see_fetch(&mut o, "follower_2.", &p, took, 3_000);
+    let follower = fetch_request(2, 3_000, 1, &topic, 0, 100);
+    see(t, &mut o, "follower_2.", &follower, 3_000).await?;
     Ok(o)
 }
 
 async fn negative_offset(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, -5)).await?;
-    see_fetch(&mut o, "", &p, took, 3_000);
-    Ok(o)
+    one_fetch(
+        t,
+        c,
+        |topic| fetch_request(-1, 3_000, 1, topic, 0, -5),
+        3_000,
+    )
+    .await
 }
 
 async fn unknown_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("never-created");
+    let req = fetch_request(-1, 3_000, 1, &c.topic("never-created"), 0, 0);
     let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(-1, 3_000, 1, &topic, 0, 0)).await?;
-    see_fetch(&mut o, "", &p, took, 3_000);
+    see(t, &mut o, "", &req, 3_000).await?;
     Ok(o)
 }
 
 async fn above_high_watermark(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = three_records(t, c).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = above_high_watermark_stopped(t, &topic, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_in_sync(&[&topic]).await?;
-    seen?;
+    with_followers_stopped(t, Then::InSync(&topic), async |t: &mut Target| {
+        above_high_watermark_stopped(t, &topic, &mut o).await
+    })
+    .await?;
     Ok(o)
 }
 
@@ -180,23 +209,21 @@ async fn above_high_watermark_stopped(
     // acks=1: appended on the leader only; the log end is 4, the high watermark stays 3.
     let (p, _) = produce(t, topic, 0, 1, 30_000, values("unreplicated", 1)).await?;
     see_produce(o, "acks_1.", &p);
-    let (p, took) = fetch(t, &fetch_request(-1, 0, 1, topic, 0, 3)).await?;
-    see_fetch(o, "consumer_at_hw.", &p, took, 2_000);
-    let (p, took) = fetch(t, &fetch_request(-1, 0, 1, topic, 0, 4)).await?;
-    see_fetch(o, "consumer_at_log_end.", &p, took, 2_000);
-    let (p, took) = fetch(t, &fetch_request(-1, 0, 1, topic, 0, 5)).await?;
-    see_fetch(o, "consumer_past_log_end.", &p, took, 2_000);
+    for (prefix, offset) in [
+        ("consumer_at_hw.", 3),
+        ("consumer_at_log_end.", 4),
+        ("consumer_past_log_end.", 5),
+    ] {
+        let req = fetch_request(-1, 0, 1, topic, 0, offset);
+        see(t, o, prefix, &req, 2_000).await?;
+    }
     // A follower reads up to the log end. (Its fetch offset also tells the leader replica
     // 2's log end: 3, so the high watermark cannot move.)
-    let (p, took) = fetch(t, &fetch_request(2, 0, 1, topic, 0, 3)).await?;
-    see_fetch(o, "follower_2_at_hw.", &p, took, 2_000);
+    let follower = fetch_request(2, 0, 1, topic, 0, 3);
+    see(t, o, "follower_2_at_hw.", &follower, 2_000).await?;
     Ok(())
 }
 
 async fn not_a_replica(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = three_records(t, c).await?;
-    let mut o = Observation::new();
-    let (p, took) = fetch(t, &fetch_request(7, 0, 1, &topic, 0, 0)).await?;
-    see_fetch(&mut o, "", &p, took, 2_000);
-    Ok(o)
+    one_fetch(t, c, |topic| fetch_request(7, 0, 1, topic, 0, 0), 2_000).await
 }

@@ -20,15 +20,16 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{scenario, Ctx, Scenario};
 use crate::observe::{error_name, Observation};
-use crate::target::{name, topic_name, Target, LEADER};
+use crate::target::{find_coordinator_request, name, topic_name, Target, LEADER};
 
 pub const JOIN_VERSION: i16 = 9;
 pub const SYNC_VERSION: i16 = 5;
@@ -132,6 +133,18 @@ pub fn join_request(
             .with_metadata(subscription(&[topic]))])
 }
 
+/// A consumer's JoinGroup of `group` as `member_id` ("" for a new member), subscribed to
+/// `topic`, with a 10 s session.
+pub async fn consumer_join(
+    t: &mut Target,
+    group: &str,
+    member_id: &str,
+    topic: &str,
+) -> Result<JoinGroupResponse> {
+    let req = join_request(group, member_id, "consumer", 10_000, topic);
+    t.send(LEADER, &req, JOIN_VERSION).await
+}
+
 /// A member of a group, joined through the two-step JoinGroup (MEMBER_ID_REQUIRED first).
 pub struct Member {
     pub id: String,
@@ -139,49 +152,59 @@ pub struct Member {
     pub leader: bool,
 }
 
+impl Member {
+    /// Member `id` as the answer to its JoinGroup with that id makes it.
+    fn joined(id: String, joined: &JoinGroupResponse) -> Member {
+        Member {
+            id,
+            generation: joined.generation_id,
+            leader: joined.leader == joined.member_id,
+        }
+    }
+}
+
 /// Joins `group` as a new member (and, if it is alone, syncs it to Stable with every
 /// partition of `topic` assigned to it).
 pub async fn join_alone(t: &mut Target, group: &str, topic: &str) -> Result<Member> {
-    let first = t
-        .send(
-            LEADER,
-            &join_request(group, "", "consumer", 10_000, topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let first = consumer_join(t, group, "", topic).await?;
     if first.error_code != ResponseError::MemberIdRequired.code() {
         bail!("first JoinGroup answered {}", error_name(first.error_code));
     }
     let id = first.member_id.to_string();
-    let joined = t
-        .send(
-            LEADER,
-            &join_request(group, &id, "consumer", 10_000, topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let joined = consumer_join(t, group, &id, topic).await?;
     if joined.error_code != 0 {
         bail!(
             "JoinGroup with the member id answered {}",
             error_name(joined.error_code)
         );
     }
-    let member = Member {
-        id,
-        generation: joined.generation_id,
-        leader: joined.leader == joined.member_id,
-    };
-    let synced = t
-        .send(
-            LEADER,
-            &sync_request(group, &member, Some(topic)),
-            SYNC_VERSION,
-        )
-        .await?;
+    let member = Member::joined(id, &joined);
+    let synced = sync(t, group, &member, Some(topic)).await?;
     if synced.error_code != 0 {
         bail!("SyncGroup answered {}", error_name(synced.error_code));
     }
     Ok(member)
+}
+
+/// Joins `group` as a new member through both JoinGroups and stops there: the group waits
+/// in CompletingRebalance for the SyncGroup. The answers are not checked; what the
+/// scenario does next shows them.
+pub async fn join_unsynced(t: &mut Target, group: &str, topic: &str) -> Result<Member> {
+    let first = consumer_join(t, group, "", topic).await?;
+    let id = first.member_id.to_string();
+    let joined = consumer_join(t, group, &id, topic).await?;
+    Ok(Member::joined(id, &joined))
+}
+
+/// SyncGroup of `m` (as the leader, it assigns partition 0 of `assign` to itself).
+pub async fn sync(
+    t: &mut Target,
+    group: &str,
+    m: &Member,
+    assign: Option<&str>,
+) -> Result<SyncGroupResponse> {
+    t.send(LEADER, &sync_request(group, m, assign), SYNC_VERSION)
+        .await
 }
 
 pub fn sync_request(group: &str, m: &Member, assign: Option<&str>) -> SyncGroupRequest {
@@ -200,14 +223,14 @@ pub fn sync_request(group: &str, m: &Member, assign: Option<&str>) -> SyncGroupR
         .with_assignments(assignments)
 }
 
-fn heartbeat_request(group: &str, member_id: &str, generation: i32) -> HeartbeatRequest {
+pub fn heartbeat_request(group: &str, member_id: &str, generation: i32) -> HeartbeatRequest {
     HeartbeatRequest::default()
         .with_group_id(gid(group))
         .with_generation_id(generation)
         .with_member_id(name(member_id))
 }
 
-async fn heartbeat_code(
+pub async fn heartbeat_code(
     t: &mut Target,
     group: &str,
     member_id: &str,
@@ -231,6 +254,18 @@ pub fn leave_request(group: &str, member_ids: &[&str]) -> LeaveGroupRequest {
                 .map(|id| MemberIdentity::default().with_member_id(name(id)))
                 .collect(),
         )
+}
+
+/// LeaveGroup of `member_ids` from `group`.
+pub async fn leave(t: &mut Target, group: &str, member_ids: &[&str]) -> Result<LeaveGroupResponse> {
+    t.send(LEADER, &leave_request(group, member_ids), LEAVE_VERSION)
+        .await
+}
+
+/// A LeaveGroup answer as `error [member error,...]`.
+pub fn see_leave(r: &LeaveGroupResponse) -> String {
+    let members: Vec<String> = r.members.iter().map(|m| error_name(m.error_code)).collect();
+    format!("{} [{}]", error_name(r.error_code), members.join(","))
 }
 
 pub fn commit_request(
@@ -306,20 +341,31 @@ pub fn see_offsets(resp: &OffsetFetchResponse, topics: &[&str]) -> String {
     parts.join("; ")
 }
 
+/// OffsetFetch of `group`, of `partitions` of `topic` (None: of every topic), and its
+/// answer as [`see_offsets`] writes it, `topic` as t0.
+pub async fn fetch_offsets(
+    t: &mut Target,
+    group: &str,
+    topic: &str,
+    partitions: Option<&[i32]>,
+    require_stable: bool,
+) -> Result<String> {
+    let req = offset_fetch_request(group, partitions.map(|p| (topic, p)), require_stable);
+    let resp = t.send(LEADER, &req, OFFSET_FETCH_VERSION).await?;
+    Ok(see_offsets(&resp, &[topic]))
+}
+
 async fn find_coordinator(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let group = c.group("g");
-    let ask = |key_type: i8, key: &str| {
-        FindCoordinatorRequest::default()
-            .with_key_type(key_type)
-            .with_coordinator_keys(vec![name(key)])
-    };
     for (label, key_type, key) in [
         ("group", 0, group.as_str()),
         ("empty_group_id", 0, ""),
         ("bad_key_type", 7, group.as_str()),
     ] {
-        let resp = t.leader(&ask(key_type, key), 4).await?;
+        let resp = t
+            .leader(&find_coordinator_request(key_type, key), 4)
+            .await?;
         let first = resp.coordinators.first();
         o.error(format!("{label}.error"), first.map_or(-1, |c| c.error_code));
         // Kafka spreads groups over its brokers; ours coordinates all of them, so only the
@@ -346,24 +392,12 @@ async fn join_new_member(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let group = c.group("g");
     let topic = c.topic("t");
-    let first = t
-        .send(
-            LEADER,
-            &join_request(&group, "", "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let first = consumer_join(t, &group, "", &topic).await?;
     o.error("first.error", first.error_code);
     o.set("first.member_id_given", !first.member_id.is_empty());
     o.set("first.generation", first.generation_id);
     let id = first.member_id.to_string();
-    let joined = t
-        .send(
-            LEADER,
-            &join_request(&group, &id, "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let joined = consumer_join(t, &group, &id, &topic).await?;
     see_join(&mut o, "second.", &joined, &id);
     // A member of an older client, JoinGroup v3, gets its id and joins in one step.
     let old_group = c.group("v3");
@@ -376,10 +410,8 @@ async fn join_new_member(t: &mut Target, c: &Ctx) -> Result<Observation> {
         .await?;
     let v3_id = v3.member_id.to_string();
     see_join(&mut o, "v3.", &v3, &v3_id);
-    t.send(LEADER, &leave_request(&group, &[&id]), LEAVE_VERSION)
-        .await?;
-    t.send(LEADER, &leave_request(&old_group, &[&v3_id]), LEAVE_VERSION)
-        .await?;
+    leave(t, &group, &[&id]).await?;
+    leave(t, &old_group, &[&v3_id]).await?;
     Ok(o)
 }
 
@@ -464,8 +496,7 @@ async fn join_other_protocol_type(t: &mut Target, c: &Ctx) -> Result<Observation
         "member_still_there.heartbeat",
         heartbeat_code(t, &group, &m.id, m.generation).await?,
     );
-    t.send(LEADER, &leave_request(&group, &[&m.id]), LEAVE_VERSION)
-        .await?;
+    leave(t, &group, &[&m.id]).await?;
     Ok(o)
 }
 
@@ -473,91 +504,43 @@ async fn sync_group(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let group = c.group("g");
     let topic = c.topic("t");
-    let first = t
-        .send(
-            LEADER,
-            &join_request(&group, "", "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let id = first.member_id.to_string();
-    let joined = t
-        .send(
-            LEADER,
-            &join_request(&group, &id, "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let m = Member {
-        id: id.clone(),
-        generation: joined.generation_id,
-        leader: joined.leader == joined.member_id,
-    };
+    let m = join_unsynced(t, &group, &topic).await?;
     let wrong_generation = Member {
-        id: id.clone(),
+        id: m.id.clone(),
         generation: m.generation + 5,
         leader: m.leader,
     };
-    let resp = t
-        .send(
-            LEADER,
-            &sync_request(&group, &wrong_generation, Some(&topic)),
-            SYNC_VERSION,
-        )
-        .await?;
+    let resp = sync(t, &group, &wrong_generation, Some(&topic)).await?;
     o.error("wrong_generation", resp.error_code);
     let stranger = Member {
         id: "ghost".to_owned(),
         generation: m.generation,
         leader: false,
     };
-    let resp = t
-        .send(LEADER, &sync_request(&group, &stranger, None), SYNC_VERSION)
-        .await?;
+    let resp = sync(t, &group, &stranger, None).await?;
     o.error("unknown_member", resp.error_code);
-    let resp = t
-        .send(
-            LEADER,
-            &sync_request(&c.group("nobody"), &stranger, None),
-            SYNC_VERSION,
-        )
-        .await?;
+    let resp = sync(t, &c.group("nobody"), &stranger, None).await?;
     o.error("unknown_group", resp.error_code);
     let mut wrong_protocol = sync_request(&group, &m, Some(&topic));
     wrong_protocol.protocol_name = Some(name("roundrobin"));
     let resp = t.send(LEADER, &wrong_protocol, SYNC_VERSION).await?;
     o.error("wrong_protocol_name", resp.error_code);
-    let resp = t
-        .send(
-            LEADER,
-            &sync_request(&group, &m, Some(&topic)),
-            SYNC_VERSION,
-        )
-        .await?;
-    o.error("leader.error", resp.error_code);
-    o.set(
-        "leader.assignment_is_what_it_sent",
-        resp.assignment == assignment(&topic, &[0]),
-    );
-    o.set(
-        "leader.protocol_name",
-        resp.protocol_name.as_deref().unwrap_or("null"),
-    );
-    // Sync again in the same generation: the same assignment again.
-    let resp = t
-        .send(
-            LEADER,
-            &sync_request(&group, &m, Some(&topic)),
-            SYNC_VERSION,
-        )
-        .await?;
-    o.error("again.error", resp.error_code);
-    o.set(
-        "again.assignment_is_what_it_sent",
-        resp.assignment == assignment(&topic, &[0]),
-    );
-    t.send(LEADER, &leave_request(&group, &[&id]), LEAVE_VERSION)
-        .await?;
+    // The leader's sync, then again in the same generation: the same assignment again.
+    for (label, protocol_too) in [("leader", true), ("again", false)] {
+        let resp = sync(t, &group, &m, Some(&topic)).await?;
+        o.error(format!("{label}.error"), resp.error_code);
+        o.set(
+            format!("{label}.assignment_is_what_it_sent"),
+            resp.assignment == assignment(&topic, &[0]),
+        );
+        if protocol_too {
+            o.set(
+                format!("{label}.protocol_name"),
+                resp.protocol_name.as_deref().unwrap_or("null"),
+            );
+        }
+    }
+    leave(t, &group, &[&m.id]).await?;
     Ok(o)
 }
 
@@ -570,58 +553,26 @@ async fn heartbeat(t: &mut Target, c: &Ctx) -> Result<Observation> {
         heartbeat_code(t, &c.group("nobody"), "ghost", 1).await?,
     );
     // Between JoinGroup and SyncGroup (CompletingRebalance).
-    let first = t
-        .send(
-            LEADER,
-            &join_request(&group, "", "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let id = first.member_id.to_string();
-    let joined = t
-        .send(
-            LEADER,
-            &join_request(&group, &id, "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let a = Member {
-        id: id.clone(),
-        generation: joined.generation_id,
-        leader: joined.leader == joined.member_id,
-    };
+    let a = join_unsynced(t, &group, &topic).await?;
     o.error(
         "before_sync",
         heartbeat_code(t, &group, &a.id, a.generation).await?,
     );
-    t.send(
-        LEADER,
-        &sync_request(&group, &a, Some(&topic)),
-        SYNC_VERSION,
-    )
-    .await?;
-    o.error(
-        "stable",
-        heartbeat_code(t, &group, &a.id, a.generation).await?,
-    );
-    o.error(
-        "wrong_generation",
-        heartbeat_code(t, &group, &a.id, a.generation + 1).await?,
-    );
-    o.error(
-        "unknown_member",
-        heartbeat_code(t, &group, "ghost", a.generation).await?,
-    );
+    sync(t, &group, &a, Some(&topic)).await?;
+    for (label, member_id, generation) in [
+        ("stable", a.id.as_str(), a.generation),
+        ("wrong_generation", &a.id, a.generation + 1),
+        ("unknown_member", "ghost", a.generation),
+    ] {
+        o.error(
+            label,
+            heartbeat_code(t, &group, member_id, generation).await?,
+        );
+    }
 
     // A second member arrives: its JoinGroup waits for the first to rejoin, and the first
     // learns of the rebalance from its heartbeat.
-    let b_first = t
-        .send(
-            LEADER,
-            &join_request(&group, "", "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let b_first = consumer_join(t, &group, "", &topic).await?;
     let b_id = b_first.member_id.to_string();
     let mut b_conn: KafkaConnection = t.open(LEADER).await?;
     b_conn
@@ -639,13 +590,7 @@ async fn heartbeat(t: &mut Target, c: &Ctx) -> Result<Observation> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     o.error("during_rebalance", during);
-    let a_rejoin = t
-        .send(
-            LEADER,
-            &join_request(&group, &a.id, "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
+    let a_rejoin = consumer_join(t, &group, &a.id, &topic).await?;
     let (_, b_join) = b_conn
         .read_response::<JoinGroupRequest>(JOIN_VERSION)
         .await?;
@@ -662,12 +607,7 @@ async fn heartbeat(t: &mut Target, c: &Ctx) -> Result<Observation> {
         "old_generation_after_rebalance",
         heartbeat_code(t, &group, &a.id, a.generation).await?,
     );
-    t.send(
-        LEADER,
-        &leave_request(&group, &[&a.id, &b_id]),
-        LEAVE_VERSION,
-    )
-    .await?;
+    leave(t, &group, &[&a.id, &b_id]).await?;
     Ok(o)
 }
 
@@ -676,30 +616,14 @@ async fn leave_group(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let group = c.group("g");
     let topic = c.topic("t");
     let m = join_alone(t, &group, &topic).await?;
-    let see = |r: &kafka_protocol::messages::LeaveGroupResponse| {
-        let members: Vec<String> = r.members.iter().map(|m| error_name(m.error_code)).collect();
-        format!("{} [{}]", error_name(r.error_code), members.join(","))
-    };
-    let resp = t
-        .send(LEADER, &leave_request(&group, &["ghost"]), LEAVE_VERSION)
-        .await?;
-    o.set("unknown_member", see(&resp));
-    let resp = t
-        .send(
-            LEADER,
-            &leave_request(&group, &[&m.id, "ghost"]),
-            LEAVE_VERSION,
-        )
-        .await?;
-    o.set("known_and_unknown", see(&resp));
-    let resp = t
-        .send(
-            LEADER,
-            &leave_request(&c.group("nobody"), &["ghost"]),
-            LEAVE_VERSION,
-        )
-        .await?;
-    o.set("unknown_group", see(&resp));
+    let nobody = c.group("nobody");
+    for (label, g, members) in [
+        ("unknown_member", &group, vec!["ghost"]),
+        ("known_and_unknown", &group, vec![m.id.as_str(), "ghost"]),
+        ("unknown_group", &nobody, vec!["ghost"]),
+    ] {
+        o.set(label, see_leave(&leave(t, g, &members).await?));
+    }
     o.error(
         "heartbeat_after_leaving",
         heartbeat_code(t, &group, &m.id, m.generation).await?,
@@ -713,75 +637,62 @@ async fn offset_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
     t.create_topic(&topic, 2, &[]).await?;
     // A simple commit: no generation, no member (as an assign()-ing consumer commits).
     let simple = c.group("simple");
-    o.error(
-        "simple",
-        commit_code(t, &commit_request(&simple, "", -1, &topic, 0, 5, "meta")).await?,
+    let unknown_topic = c.topic("never-created");
+    let too_large = "m".repeat(5000);
+    let simple_cases = [
+        (
+            "simple",
+            commit_request(&simple, "", -1, &topic, 0, 5, "meta"),
+        ),
+        (
+            "simple_unknown_topic",
+            commit_request(&simple, "", -1, &unknown_topic, 0, 5, ""),
+        ),
+        (
+            "simple_unknown_partition",
+            commit_request(&simple, "", -1, &topic, 9, 5, ""),
+        ),
+        (
+            "metadata_too_large",
+            commit_request(&simple, "", -1, &topic, 1, 5, &too_large),
+        ),
+        (
+            "negative_offset",
+            commit_request(&simple, "", -1, &topic, 1, -7, ""),
+        ),
+    ];
+    for (label, req) in simple_cases {
+        o.error(label, commit_code(t, &req).await?);
+    }
+    o.set(
+        "simple.fetched",
+        fetch_offsets(t, &simple, &topic, Some(&[0, 1]), false).await?,
     );
-    o.error(
-        "simple_unknown_topic",
-        commit_code(
-            t,
-            &commit_request(&simple, "", -1, &c.topic("never-created"), 0, 5, ""),
-        )
-        .await?,
-    );
-    o.error(
-        "simple_unknown_partition",
-        commit_code(t, &commit_request(&simple, "", -1, &topic, 9, 5, "")).await?,
-    );
-    o.error(
-        "metadata_too_large",
-        commit_code(
-            t,
-            &commit_request(&simple, "", -1, &topic, 1, 5, &"m".repeat(5000)),
-        )
-        .await?,
-    );
-    o.error(
-        "negative_offset",
-        commit_code(t, &commit_request(&simple, "", -1, &topic, 1, -7, "")).await?,
-    );
-    let fetched = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&simple, Some((&topic, &[0, 1])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("simple.fetched", see_offsets(&fetched, &[&topic]));
     // A group with a member.
     let group = c.group("g");
     let m = join_alone(t, &group, &topic).await?;
-    o.error(
-        "member",
-        commit_code(
-            t,
-            &commit_request(&group, &m.id, m.generation, &topic, 0, 3, ""),
-        )
-        .await?,
-    );
-    o.error(
-        "member_wrong_generation",
-        commit_code(
-            t,
-            &commit_request(&group, &m.id, m.generation + 1, &topic, 0, 3, ""),
-        )
-        .await?,
-    );
-    o.error(
-        "unknown_member",
-        commit_code(
-            t,
-            &commit_request(&group, "ghost", m.generation, &topic, 0, 3, ""),
-        )
-        .await?,
-    );
-    o.error(
-        "no_generation_into_active_group",
-        commit_code(t, &commit_request(&group, "", -1, &topic, 0, 3, "")).await?,
-    );
-    t.send(LEADER, &leave_request(&group, &[&m.id]), LEAVE_VERSION)
-        .await?;
+    let member_cases = [
+        (
+            "member",
+            commit_request(&group, &m.id, m.generation, &topic, 0, 3, ""),
+        ),
+        (
+            "member_wrong_generation",
+            commit_request(&group, &m.id, m.generation + 1, &topic, 0, 3, ""),
+        ),
+        (
+            "unknown_member",
+            commit_request(&group, "ghost", m.generation, &topic, 0, 3, ""),
+        ),
+        (
+            "no_generation_into_active_group",
+            commit_request(&group, "", -1, &topic, 0, 3, ""),
+        ),
+    ];
+    for (label, req) in member_cases {
+        o.error(label, commit_code(t, &req).await?);
+    }
+    leave(t, &group, &[&m.id]).await?;
     Ok(o)
 }
 
@@ -790,50 +701,28 @@ async fn offset_fetch(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("t");
     t.create_topic(&topic, 2, &[]).await?;
     let nobody = c.group("nobody");
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&nobody, Some((&topic, &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("unknown_group", see_offsets(&resp, &[&topic]));
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&nobody, None, false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("unknown_group_all_topics", see_offsets(&resp, &[&topic]));
+    o.set(
+        "unknown_group",
+        fetch_offsets(t, &nobody, &topic, Some(&[0]), false).await?,
+    );
+    o.set(
+        "unknown_group_all_topics",
+        fetch_offsets(t, &nobody, &topic, None, false).await?,
+    );
     let group = c.group("g");
     commit_code(t, &commit_request(&group, "", -1, &topic, 1, 42, "m42")).await?;
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&group, None, false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("all_topics", see_offsets(&resp, &[&topic]));
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&group, Some((&topic, &[0, 1, 7])), true),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("require_stable", see_offsets(&resp, &[&topic]));
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&group, Some((&c.topic("never-created"), &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
+    o.set(
+        "all_topics",
+        fetch_offsets(t, &group, &topic, None, false).await?,
+    );
+    o.set(
+        "require_stable",
+        fetch_offsets(t, &group, &topic, Some(&[0, 1, 7]), true).await?,
+    );
+    let unknown_topic = c.topic("never-created");
     o.set(
         "unknown_topic",
-        see_offsets(&resp, &[&c.topic("never-created")]),
+        fetch_offsets(t, &group, &unknown_topic, Some(&[0]), false).await?,
     );
     // Version 7 and below name one group at the top level.
     let v7 = OffsetFetchRequest::default()
@@ -850,6 +739,21 @@ async fn offset_fetch(t: &mut Target, c: &Ctx) -> Result<Observation> {
     Ok(o)
 }
 
+/// The two groups the listing scenarios look at: group `joined` with one member, joined
+/// and synced (Stable), and group `empty`, with an offset committed and no member (Empty).
+async fn joined_and_empty(
+    t: &mut Target,
+    c: &Ctx,
+    joined: &str,
+    topic: &str,
+) -> Result<(String, Member, String)> {
+    let group = c.group(joined);
+    let m = join_alone(t, &group, topic).await?;
+    let empty = c.group("empty");
+    commit_code(t, &commit_request(&empty, "", -1, topic, 0, 1, "")).await?;
+    Ok((group, m, empty))
+}
+
 fn describe_request(groups: &[&str]) -> DescribeGroupsRequest {
     DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| gid(g)).collect())
 }
@@ -857,10 +761,7 @@ fn describe_request(groups: &[&str]) -> DescribeGroupsRequest {
 async fn describe_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let topic = c.topic("t");
-    let stable = c.group("stable");
-    let m = join_alone(t, &stable, &topic).await?;
-    let empty = c.group("empty");
-    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    let (stable, m, empty) = joined_and_empty(t, c, "stable", &topic).await?;
     let nobody = c.group("nobody");
     let resp = t
         .leader(&describe_request(&[&stable, &empty, &nobody]), 5)
@@ -896,18 +797,14 @@ async fn describe_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
         }
     }
     o.set("answers", resp.groups.len());
-    t.send(LEADER, &leave_request(&stable, &[&m.id]), LEAVE_VERSION)
-        .await?;
+    leave(t, &stable, &[&m.id]).await?;
     Ok(o)
 }
 
 async fn list_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let topic = c.topic("t");
-    let stable = c.group("stable");
-    let m = join_alone(t, &stable, &topic).await?;
-    let empty = c.group("empty");
-    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    let (stable, m, empty) = joined_and_empty(t, c, "stable", &topic).await?;
     for (label, states) in [
         ("all", vec![]),
         ("stable_only", vec!["Stable"]),
@@ -930,8 +827,7 @@ async fn list_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
             );
         }
     }
-    t.send(LEADER, &leave_request(&stable, &[&m.id]), LEAVE_VERSION)
-        .await?;
+    leave(t, &stable, &[&m.id]).await?;
     Ok(o)
 }
 
@@ -939,10 +835,7 @@ async fn delete_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let mut o = Observation::new();
     let topic = c.topic("t");
     t.create_topic(&topic, 1, &[]).await?;
-    let active = c.group("active");
-    let m = join_alone(t, &active, &topic).await?;
-    let empty = c.group("empty");
-    commit_code(t, &commit_request(&empty, "", -1, &topic, 0, 1, "")).await?;
+    let (active, m, empty) = joined_and_empty(t, c, "active", &topic).await?;
     let nobody = c.group("nobody");
     let req = DeleteGroupsRequest::default().with_groups_names(vec![
         gid(&active),
@@ -957,14 +850,10 @@ async fn delete_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
             .find(|r| r.group_id.0.as_str() == g.as_str());
         o.error(label, r.map_or(-1, |r| r.error_code));
     }
-    let fetched = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&empty, Some((&topic, &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("deleted_group_offsets", see_offsets(&fetched, &[&topic]));
+    o.set(
+        "deleted_group_offsets",
+        fetch_offsets(t, &empty, &topic, Some(&[0]), false).await?,
+    );
     let resp = t.leader(&describe_request(&[&empty]), 5).await?;
     o.set(
         "deleted_group_state",
@@ -972,7 +861,6 @@ async fn delete_groups(t: &mut Target, c: &Ctx) -> Result<Observation> {
             format!("{} {}", error_name(g.error_code), g.group_state.as_str())
         }),
     );
-    t.send(LEADER, &leave_request(&active, &[&m.id]), LEAVE_VERSION)
-        .await?;
+    leave(t, &active, &[&m.id]).await?;
     Ok(o)
 }

@@ -2,9 +2,11 @@
 //! replica and under read_committed; unknown topics.
 
 use anyhow::Result;
+use bytes::Bytes;
 
 use super::{
-    batch, list_offsets_request, produce, scenario, Ctx, Rec, Scenario, LIST_OFFSETS_VERSION,
+    batch, list_offsets_request, produce, scenario, with_followers_stopped, Ctx, Rec, Scenario,
+    Then, LIST_OFFSETS_VERSION,
 };
 use crate::observe::Observation;
 use crate::target::Target;
@@ -33,38 +35,49 @@ fn see(o: &mut Observation, key: &str, (error, offset, timestamp): (i16, i64, i6
     o.set(format!("{key}.timestamp"), timestamp);
 }
 
-async fn by_timestamp(t: &mut Target, c: &Ctx) -> Result<Observation> {
+/// A batch of records keyed `k`, each `(value, timestamp)`.
+fn timed(records: &[(&str, i64)]) -> Bytes {
+    let records: Vec<Rec> = records
+        .iter()
+        .map(|&(value, timestamp)| Rec {
+            key: "k",
+            value,
+            timestamp,
+        })
+        .collect();
+    batch(&records)
+}
+
+/// The scenario's topic `lo`, with `records` produced to it acks=-1.
+async fn topic_with(t: &mut Target, c: &Ctx, records: &[Bytes]) -> Result<String> {
     let topic = c.topic("lo");
     t.create_topic(&topic, 1, &[]).await?;
-    // Two batches: offsets 0-1 at 1000 and 3000, offsets 2-3 at 2000 and 5000.
-    let first = [
-        Rec {
-            key: "k",
-            value: "a",
-            timestamp: 1_000,
-        },
-        Rec {
-            key: "k",
-            value: "b",
-            timestamp: 3_000,
-        },
-    ];
-    let second = [
-        Rec {
-            key: "k",
-            value: "c",
-            timestamp: 2_000,
-        },
-        Rec {
-            key: "k",
-            value: "d",
-            timestamp: 5_000,
-        },
-    ];
-    produce(t, &topic, 0, -1, 30_000, batch(&first)).await?;
-    produce(t, &topic, 0, -1, 30_000, batch(&second)).await?;
+    for r in records {
+        produce(t, &topic, 0, -1, 30_000, r.clone()).await?;
+    }
+    Ok(topic)
+}
+
+/// A consumer's ListOffsets of `topic` at each `(key, timestamp)`, recorded under the key.
+async fn offsets_at(
+    t: &mut Target,
+    topic: &str,
+    timestamps: &[(&str, i64)],
+) -> Result<Observation> {
     let mut o = Observation::new();
-    for (key, ts) in [
+    for &(key, ts) in timestamps {
+        let req = list_offsets_request(-1, 0, topic, 0, ts);
+        see_epoch(&mut o, key, t, &req).await?;
+    }
+    Ok(o)
+}
+
+async fn by_timestamp(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    // Two batches: offsets 0-1 at 1000 and 3000, offsets 2-3 at 2000 and 5000.
+    let first = timed(&[("a", 1_000), ("b", 3_000)]);
+    let second = timed(&[("c", 2_000), ("d", 5_000)]);
+    let topic = topic_with(t, c, &[first, second]).await?;
+    let timestamps = [
         ("earliest", -2),
         ("latest", -1),
         ("max_timestamp", -3),
@@ -74,71 +87,39 @@ async fn by_timestamp(t: &mut Target, c: &Ctx) -> Result<Observation> {
         ("ts_2500", 2_500),
         ("ts_4000", 4_000),
         ("ts_6000", 6_000),
-    ] {
-        let req = list_offsets_request(-1, 0, &topic, 0, ts);
-        see_epoch(&mut o, key, t, &req).await?;
-    }
-    Ok(o)
+    ];
+    offsets_at(t, &topic, &timestamps).await
 }
 
 async fn empty_partition(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("lo");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    for (key, ts) in [
+    let topic = topic_with(t, c, &[]).await?;
+    let timestamps = [
         ("earliest", -2),
         ("latest", -1),
         ("max_timestamp", -3),
         ("ts_1000", 1_000),
-    ] {
-        let req = list_offsets_request(-1, 0, &topic, 0, ts);
-        see_epoch(&mut o, key, t, &req).await?;
-    }
-    Ok(o)
+    ];
+    offsets_at(t, &topic, &timestamps).await
 }
 
 async fn unknown_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("never-created");
-    let mut o = Observation::new();
-    let req = list_offsets_request(-1, 0, &topic, 0, -1);
-    see_epoch(&mut o, "latest", t, &req).await?;
-    Ok(o)
+    offsets_at(t, &c.topic("never-created"), &[("latest", -1)]).await
 }
 
 async fn latest_above_high_watermark(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("lo");
-    t.create_topic(&topic, 1, &[]).await?;
-    let replicated = [
-        Rec {
-            key: "k",
-            value: "a",
-            timestamp: 1_000,
-        },
-        Rec {
-            key: "k",
-            value: "b",
-            timestamp: 2_000,
-        },
-    ];
-    produce(t, &topic, 0, -1, 30_000, batch(&replicated)).await?;
+    let topic = topic_with(t, c, &[timed(&[("a", 1_000), ("b", 2_000)])]).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = latest_stopped(t, &topic, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_in_sync(&[&topic]).await?;
-    seen?;
+    with_followers_stopped(t, Then::InSync(&topic), async |t: &mut Target| {
+        latest_stopped(t, &topic, &mut o).await
+    })
+    .await?;
     Ok(o)
 }
 
 async fn latest_stopped(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
     // The log end is 3, the high watermark 2; the unreplicated record has the largest
     // timestamp.
-    let unreplicated = [Rec {
-        key: "k",
-        value: "unreplicated",
-        timestamp: 9_000,
-    }];
-    produce(t, topic, 0, 1, 30_000, batch(&unreplicated)).await?;
+    produce(t, topic, 0, 1, 30_000, timed(&[("unreplicated", 9_000)])).await?;
     // Replica id -2 is Kafka's "debugging" consumer; 2 is a follower's id.
     for (who, replica_id, isolation) in [
         ("consumer", -1, 0),

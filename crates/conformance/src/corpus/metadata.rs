@@ -4,9 +4,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
 
-use super::{scenario, Ctx, Scenario};
+use super::{consumer_offsets_topic, scenario, Ctx, Scenario};
 use crate::observe::Observation;
 use crate::target::{topic_name, Target};
 
@@ -168,13 +168,9 @@ async fn invalid_name(t: &mut Target, _: &Ctx) -> Result<Observation> {
 async fn all_topics(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("m");
     t.create_topic(&topic, 1, &[]).await?;
-    // Both create __consumer_offsets on the first FindCoordinator (ours only then; the
-    // harness has already asked Kafka's), as any group consumer would have.
-    let req = FindCoordinatorRequest::default()
-        .with_key_type(0)
-        .with_coordinator_keys(vec![crate::target::name(&c.group("g"))]);
-    t.leader(&req, 4).await?;
-    t.wait_replicated(&["__consumer_offsets"]).await?;
+    // As any group consumer would have (ours creates it only then; the harness has already
+    // asked Kafka's).
+    consumer_offsets_topic(t, c).await?;
     let mut o = Observation::new();
     let meta = t
         .leader(&MetadataRequest::default().with_topics(None), 12)

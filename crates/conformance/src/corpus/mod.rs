@@ -24,7 +24,7 @@ use kafka_protocol::records::{
 };
 
 use crate::observe::Observation;
-use crate::target::{topic_name, Target};
+use crate::target::{find_coordinator_request, topic_name, Target};
 
 pub mod clients;
 pub mod fetch;
@@ -153,6 +153,66 @@ pub fn offsets_partition(group: &str, partitions: usize) -> usize {
     abs as usize % partitions
 }
 
+/// Waits until the coordinator has appended a write of `group`'s that its followers have
+/// not replicated: the group's `__consumer_offsets` partition has a log end offset (read
+/// as the debugging replica, -2) above its high watermark (read as a consumer). Requests
+/// sent after this are behind that write on both brokers, whatever the machine's load;
+/// a fixed head start was not, on a busy machine. Gives up after 10 s.
+pub async fn wait_group_write_pending(t: &mut Target, group: &str) -> Result<()> {
+    let topic = "__consumer_offsets";
+    let partition = offsets_partition(group, 50) as i32;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, log_end, _) =
+            list_offset_with(t, &list_offsets_request(-2, 0, topic, partition, -1)).await?;
+        let (_, high_watermark, _) = list_offset(t, topic, partition, -1).await?;
+        if log_end > high_watermark {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("no unreplicated write of group {group} appeared in {topic}-{partition}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Makes sure `__consumer_offsets` exists and is fully replicated: both brokers create it
+/// on the first FindCoordinator of a group, as a group consumer sends it.
+pub async fn consumer_offsets_topic(t: &mut Target, c: &Ctx) -> Result<()> {
+    t.leader(&find_coordinator_request(0, &c.group("g")), 4)
+        .await?;
+    t.wait_replicated(&["__consumer_offsets"]).await
+}
+
+/// What a scenario waits for once the followers run again, so that neither its next step
+/// nor the next scenario finds them behind.
+pub enum Then<'a> {
+    /// Node 1 leads every partition of this topic again, with a full ISR.
+    InSync(&'a str),
+    /// This topic and `__consumer_offsets` are fully replicated again.
+    Replicated(&'a str),
+    /// Nothing (the steps deleted their topic).
+    Resumed,
+}
+
+/// Runs `steps` with both followers stopped; lets them run again whatever the steps came
+/// to, waits as `then` says, and only then hands back what the steps came to.
+pub async fn with_followers_stopped<R>(
+    t: &mut Target,
+    then: Then<'_>,
+    steps: impl AsyncFnOnce(&mut Target) -> Result<R>,
+) -> Result<R> {
+    t.stop_followers().await?;
+    let seen = steps(t).await;
+    t.resume_followers().await?;
+    match then {
+        Then::InSync(topic) => t.wait_in_sync(&[topic]).await?,
+        Then::Replicated(topic) => t.wait_replicated(&["__consumer_offsets", topic]).await?,
+        Then::Resumed => {}
+    }
+    seen
+}
+
 // ------------------------------------------------------------------ record batches
 
 /// A record as the scenarios write it: a key, a value, a CreateTime timestamp.
@@ -169,23 +229,26 @@ pub fn batch(records: &[Rec]) -> Bytes {
 
 /// A v2 batch of `n` records `"{tag}-{i}"`, timestamped now.
 pub fn values(tag: &str, n: usize) -> Bytes {
-    let texts: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
-    let now = now_ms();
-    let records: Vec<Rec> = texts
-        .iter()
-        .map(|v| Rec {
-            key: "k",
-            value: v,
-            timestamp: now,
-        })
-        .collect();
-    batch(&records)
+    numbered(tag, 0, n, -1, -1, -1)
 }
 
 /// An idempotent producer's batch: `n` records from `base_sequence` on.
 pub fn idempotent(producer_id: i64, epoch: i16, base_sequence: i32, n: usize) -> Bytes {
+    numbered("seq", base_sequence, n, producer_id, epoch, base_sequence)
+}
+
+/// A v2 batch of `n` records keyed `k`, timestamped now, valued `"{tag}-{first + i}"`,
+/// from the given producer (all -1: none).
+fn numbered(
+    tag: &str,
+    first: i32,
+    n: usize,
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
     let texts: Vec<String> = (0..n)
-        .map(|i| format!("seq-{}", base_sequence + i as i32))
+        .map(|i| format!("{tag}-{}", first + i as i32))
         .collect();
     let now = now_ms();
     let records: Vec<Rec> = texts

@@ -2,16 +2,25 @@
 //! an acks=-1 append to `__consumer_offsets`, so it waits for the followers like any
 //! acks=all write, for at most `offsets.commit.timeout.ms` (5 s on both).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use anyhow::{anyhow, Result};
+use followersim::wire::KafkaConnection;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, SyncGroupRequest,
+};
 
 use super::groups::{
-    commit_code, commit_request, join_alone, offset_fetch_request, see_offsets, COMMIT_VERSION,
-    HEARTBEAT_VERSION, OFFSET_FETCH_VERSION,
+    commit_code, commit_request, consumer_join, fetch_offsets, heartbeat_code, heartbeat_request,
+    join_alone, join_request, join_unsynced, leave_request, offset_fetch_request, see_leave,
+    see_offsets, sync_request, Member, COMMIT_VERSION, HEARTBEAT_VERSION, JOIN_VERSION,
+    LEAVE_VERSION, OFFSET_FETCH_VERSION, SYNC_VERSION,
 };
-use super::{scenario, timing, Ctx, Scenario};
+use super::{
+    scenario, timing, wait_group_write_pending, with_followers_stopped, Ctx, Scenario, Then,
+};
 use crate::observe::{error_name, Observation};
 use crate::target::{Target, LEADER};
 
@@ -45,84 +54,104 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-async fn commit_followers_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
+/// The scenario's topic `t` (one partition) and group `g`.
+async fn topic_and_group(t: &mut Target, c: &Ctx) -> Result<(String, String)> {
     let topic = c.topic("t");
     t.create_topic(&topic, 1, &[]).await?;
-    let group = c.group("g");
+    Ok((topic, c.group("g")))
+}
+
+/// Sends `commit` on a connection of its own without waiting for the answer (with the
+/// followers stopped, it waits for them); returns that connection and when it was sent.
+async fn send_commit(
+    t: &mut Target,
+    commit: &OffsetCommitRequest,
+) -> Result<(KafkaConnection, Instant)> {
+    let mut committer = t.open(LEADER).await?;
+    let start = Instant::now();
+    committer.write_request(commit, COMMIT_VERSION).await?;
+    Ok((committer, start))
+}
+
+/// `m`'s commit of offset 7 to `group`, sent as [`send_commit`] does, once the coordinator
+/// has appended it: a request that arrived before it would not be behind it. (Kafka
+/// orders a partition's writes by arrival.)
+async fn commit_ahead(
+    t: &mut Target,
+    group: &str,
+    topic: &str,
+    m: &Member,
+) -> Result<(KafkaConnection, Instant)> {
+    let commit = commit_request(group, &m.id, m.generation, topic, 0, 7, "");
+    let sent = send_commit(t, &commit).await?;
+    wait_group_write_pending(t, group).await?;
+    Ok(sent)
+}
+
+/// The answer to the commit sent on `committer`, as [`commit_errors`] writes it.
+async fn commit_answer(committer: &mut KafkaConnection) -> Result<String> {
+    let (_, resp) = committer
+        .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
+        .await?;
+    Ok(commit_errors(&resp))
+}
+
+/// `N` new connections to node 1, one for each request sent behind a pending commit.
+async fn connections<const N: usize>(t: &Target) -> Result<[KafkaConnection; N]> {
+    let mut conns = Vec::with_capacity(N);
+    for _ in 0..N {
+        conns.push(t.open(LEADER).await?);
+    }
+    conns
+        .try_into()
+        .map_err(|_| anyhow!("{N} connections were opened"))
+}
+
+async fn commit_followers_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let (topic, group) = topic_and_group(t, c).await?;
     let mut o = Observation::new();
     o.error(
         "before",
         commit_code(t, &commit_request(&group, "", -1, &topic, 0, 5, "five")).await?,
     );
-    t.stop_followers().await?;
-    let seen = stopped(t, &group, &topic, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-    seen?;
+    with_followers_stopped(t, Then::Replicated(&topic), async |t: &mut Target| {
+        stopped(t, &group, &topic, &mut o).await
+    })
+    .await?;
     o.error(
         "after_resume",
         commit_code(t, &commit_request(&group, "", -1, &topic, 0, 9, "nine")).await?,
     );
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(&group, Some((&topic, &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("after_resume.fetched", see_offsets(&resp, &[&topic]));
+    o.set(
+        "after_resume.fetched",
+        fetch_offsets(t, &group, &topic, Some(&[0]), false).await?,
+    );
     Ok(o)
 }
 
 async fn stopped(t: &mut Target, group: &str, topic: &str, o: &mut Observation) -> Result<()> {
-    let mut committer = t.open(LEADER).await?;
-    let start = Instant::now();
-    committer
-        .write_request(
-            &commit_request(group, "", -1, topic, 0, 7, "seven"),
-            COMMIT_VERSION,
-        )
-        .await?;
+    let commit = commit_request(group, "", -1, topic, 0, 7, "seven");
+    let (mut committer, start) = send_commit(t, &commit).await?;
+    wait_group_write_pending(t, group).await?;
     // While that commit waits for the followers:
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(group, Some((topic, &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
-    o.set("pending.fetched", see_offsets(&resp, &[topic]));
+    o.set(
+        "pending.fetched",
+        fetch_offsets(t, group, topic, Some(&[0]), false).await?,
+    );
     let asked = Instant::now();
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(group, Some((topic, &[0])), true),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
     o.set(
         "pending.fetched_require_stable",
-        see_offsets(&resp, &[topic]),
+        fetch_offsets(t, group, topic, Some(&[0]), true).await?,
     );
     o.set(
         "pending.fetched_require_stable_answered",
         timing(asked.elapsed(), 5_000),
     );
-    let (_, resp) = committer
-        .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
-        .await?;
-    o.set("stopped.commit", commit_errors(&resp));
+    o.set("stopped.commit", commit_answer(&mut committer).await?);
     o.set("stopped.commit_answered", timing(start.elapsed(), 5_000));
-    let resp = t
-        .send(
-            LEADER,
-            &offset_fetch_request(group, Some((topic, &[0])), false),
-            OFFSET_FETCH_VERSION,
-        )
-        .await?;
     o.set(
         "stopped.fetched_after_failure",
-        see_offsets(&resp, &[topic]),
+        fetch_offsets(t, group, topic, Some(&[0]), false).await?,
     );
     Ok(())
 }
@@ -137,65 +166,41 @@ fn commit_errors(resp: &OffsetCommitResponse) -> String {
 }
 
 async fn heartbeat_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("t");
-    t.create_topic(&topic, 1, &[]).await?;
-    let group = c.group("g");
+    let (topic, group) = topic_and_group(t, c).await?;
     let member = join_alone(t, &group, &topic).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = heartbeat_stopped(t, &group, &topic, &member, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-    seen?;
-    let hb = heartbeat(&group, &member);
-    let resp = t.send(LEADER, &hb, HEARTBEAT_VERSION).await?;
-    o.error("after_resume.heartbeat", resp.error_code);
+    with_followers_stopped(t, Then::Replicated(&topic), async |t: &mut Target| {
+        heartbeat_stopped(t, &group, &topic, &member, &mut o).await
+    })
+    .await?;
+    o.error(
+        "after_resume.heartbeat",
+        heartbeat_code(t, &group, &member.id, member.generation).await?,
+    );
     Ok(o)
-}
-
-fn heartbeat(group: &str, m: &super::groups::Member) -> kafka_protocol::messages::HeartbeatRequest {
-    kafka_protocol::messages::HeartbeatRequest::default()
-        .with_group_id(kafka_protocol::messages::GroupId(crate::target::name(
-            group,
-        )))
-        .with_generation_id(m.generation)
-        .with_member_id(crate::target::name(&m.id))
 }
 
 async fn heartbeat_stopped(
     t: &mut Target,
     group: &str,
     topic: &str,
-    m: &super::groups::Member,
+    m: &Member,
     o: &mut Observation,
 ) -> Result<()> {
-    let mut committer = t.open(LEADER).await?;
-    let start = Instant::now();
-    committer
-        .write_request(
-            &commit_request(group, &m.id, m.generation, topic, 0, 7, ""),
-            COMMIT_VERSION,
-        )
-        .await?;
-    // Give the commit a head start on its own connection: a heartbeat that arrived first
-    // would not be behind it. (Kafka orders a partition's writes by arrival.)
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (mut committer, start) = commit_ahead(t, group, topic, m).await?;
     let asked = Instant::now();
-    let resp = t
-        .send(LEADER, &heartbeat(group, m), HEARTBEAT_VERSION)
-        .await?;
-    o.error("pending.heartbeat", resp.error_code);
+    o.error(
+        "pending.heartbeat",
+        heartbeat_code(t, group, &m.id, m.generation).await?,
+    );
     o.set("pending.heartbeat_answered", timing(asked.elapsed(), 4_000));
-    let (_, resp) = committer
-        .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
-        .await?;
-    o.set("pending.commit", commit_errors(&resp));
+    o.set("pending.commit", commit_answer(&mut committer).await?);
     o.set("pending.commit_answered", timing(start.elapsed(), 5_000));
     let asked = Instant::now();
-    let resp = t
-        .send(LEADER, &heartbeat(group, m), HEARTBEAT_VERSION)
-        .await?;
-    o.error("after_failed_commit.heartbeat", resp.error_code);
+    o.error(
+        "after_failed_commit.heartbeat",
+        heartbeat_code(t, group, &m.id, m.generation).await?,
+    );
     o.set(
         "after_failed_commit.heartbeat_answered",
         timing(asked.elapsed(), 4_000),
@@ -205,7 +210,7 @@ async fn heartbeat_stopped(
 
 /// What one request behind the pending commit got, and whether it waited.
 async fn read_behind<R: kafka_protocol::protocol::Request>(
-    conn: &mut followersim::wire::KafkaConnection,
+    conn: &mut KafkaConnection,
     version: i16,
     asked: Instant,
     code: impl Fn(&R::Response) -> String,
@@ -218,17 +223,13 @@ async fn read_behind<R: kafka_protocol::protocol::Request>(
     ))
 }
 
+/// An answer's top-level error, by Kafka's name.
+fn top(code: i16) -> String {
+    error_name(code)
+}
+
 async fn apis_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    use super::groups::{
-        join_request, leave_request, sync_request, JOIN_VERSION, LEAVE_VERSION, SYNC_VERSION,
-    };
-    use kafka_protocol::messages::{
-        DeleteGroupsRequest, DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-        LeaveGroupRequest, ListGroupsRequest, OffsetFetchRequest, SyncGroupRequest,
-    };
-    let topic = c.topic("t");
-    t.create_topic(&topic, 1, &[]).await?;
-    let group = c.group("g");
+    let (topic, group) = topic_and_group(t, c).await?;
     // Groups beside it, in the same __consumer_offsets partition.
     let joining = c.group_beside(&group, "joining");
     let leaving = c.group_beside(&group, "leaving");
@@ -237,113 +238,75 @@ async fn apis_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let member = join_alone(t, &group, &topic).await?;
     let leaver = join_alone(t, &leaving, &topic).await?;
     // A member between JoinGroup and SyncGroup.
-    let first = t
-        .send(
-            LEADER,
-            &join_request(&syncing, "", "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let sync_id = first.member_id.to_string();
-    let joined = t
-        .send(
-            LEADER,
-            &join_request(&syncing, &sync_id, "consumer", 10_000, &topic),
-            JOIN_VERSION,
-        )
-        .await?;
-    let syncer = super::groups::Member {
-        id: sync_id,
-        generation: joined.generation_id,
+    let syncer = Member {
         leader: true,
+        ..join_unsynced(t, &syncing, &topic).await?
     };
     commit_code(t, &commit_request(&deleted, "", -1, &topic, 0, 1, "")).await?;
 
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = async {
-        let mut committer = t.open(LEADER).await?;
-        committer
-            .write_request(
-                &commit_request(&group, &member.id, member.generation, &topic, 0, 7, ""),
-                COMMIT_VERSION,
-            )
-            .await?;
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let mut conns = Vec::new();
-        for _ in 0..9 {
-            conns.push(t.open(LEADER).await?);
-        }
+    with_followers_stopped(t, Then::Replicated(&topic), async |t: &mut Target| {
+        let (mut committer, _) = commit_ahead(t, &group, &topic, &member).await?;
+        let [mut c0, mut c1, mut c2, mut c3, mut c4, mut c5, mut c6, mut c7, mut c8] =
+            connections(t).await?;
         let asked = Instant::now();
         let gid = |g: &str| GroupId(crate::target::name(g));
-        conns[0]
-            .write_request(&heartbeat(&group, &member), HEARTBEAT_VERSION)
+        c0.write_request(
+            &heartbeat_request(&group, &member.id, member.generation),
+            HEARTBEAT_VERSION,
+        )
+        .await?;
+        c1.write_request(
+            &join_request(&joining, "", "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+        c2.write_request(&leave_request(&leaving, &[&leaver.id]), LEAVE_VERSION)
             .await?;
-        conns[1]
-            .write_request(
-                &join_request(&joining, "", "consumer", 10_000, &topic),
-                JOIN_VERSION,
-            )
+        c3.write_request(&sync_request(&syncing, &syncer, Some(&topic)), SYNC_VERSION)
             .await?;
-        conns[2]
-            .write_request(&leave_request(&leaving, &[&leaver.id]), LEAVE_VERSION)
-            .await?;
-        conns[3]
-            .write_request(&sync_request(&syncing, &syncer, Some(&topic)), SYNC_VERSION)
-            .await?;
-        conns[4]
-            .write_request(
-                &DescribeGroupsRequest::default().with_groups(vec![gid(&group)]),
-                5,
-            )
-            .await?;
-        conns[5]
-            .write_request(&ListGroupsRequest::default(), 4)
-            .await?;
-        conns[6]
-            .write_request(
-                &offset_fetch_request(&group, Some((&topic, &[0])), false),
-                OFFSET_FETCH_VERSION,
-            )
-            .await?;
-        conns[7]
-            .write_request(
-                &offset_fetch_request(&group, Some((&topic, &[0])), true),
-                OFFSET_FETCH_VERSION,
-            )
-            .await?;
-        conns[8]
-            .write_request(
-                &DeleteGroupsRequest::default().with_groups_names(vec![gid(&deleted)]),
-                2,
-            )
-            .await?;
-        let top = |code: i16| error_name(code);
-        let [c0, c1, c2, c3, c4, c5, c6, c7, c8] = conns.as_mut_slice() else {
-            anyhow::bail!("nine connections were opened");
-        };
+        c4.write_request(
+            &DescribeGroupsRequest::default().with_groups(vec![gid(&group)]),
+            5,
+        )
+        .await?;
+        c5.write_request(&ListGroupsRequest::default(), 4).await?;
+        c6.write_request(
+            &offset_fetch_request(&group, Some((&topic, &[0])), false),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+        c7.write_request(
+            &offset_fetch_request(&group, Some((&topic, &[0])), true),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
+        c8.write_request(
+            &DeleteGroupsRequest::default().with_groups_names(vec![gid(&deleted)]),
+            2,
+        )
+        .await?;
         // Read all nine at once: each answer's time is its own.
         let answers = tokio::join!(
-            read_behind::<HeartbeatRequest>(c0, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
-            read_behind::<JoinGroupRequest>(c1, JOIN_VERSION, asked, |r| top(r.error_code)),
-            read_behind::<LeaveGroupRequest>(c2, LEAVE_VERSION, asked, |r| {
-                let members: Vec<String> = r.members.iter().map(|m| top(m.error_code)).collect();
-                format!("{} [{}]", top(r.error_code), members.join(","))
-            }),
-            read_behind::<SyncGroupRequest>(c3, SYNC_VERSION, asked, |r| top(r.error_code)),
-            read_behind::<DescribeGroupsRequest>(c4, 5, asked, |r| {
+            read_behind::<HeartbeatRequest>(&mut c0, HEARTBEAT_VERSION, asked, |r| top(
+                r.error_code
+            )),
+            read_behind::<JoinGroupRequest>(&mut c1, JOIN_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<LeaveGroupRequest>(&mut c2, LEAVE_VERSION, asked, see_leave),
+            read_behind::<SyncGroupRequest>(&mut c3, SYNC_VERSION, asked, |r| top(r.error_code)),
+            read_behind::<DescribeGroupsRequest>(&mut c4, 5, asked, |r| {
                 r.groups.first().map_or("-".to_owned(), |g| {
                     format!("{} {}", top(g.error_code), g.group_state.as_str())
                 })
             }),
-            read_behind::<ListGroupsRequest>(c5, 4, asked, |r| top(r.error_code)),
-            read_behind::<OffsetFetchRequest>(c6, OFFSET_FETCH_VERSION, asked, |r| {
+            read_behind::<ListGroupsRequest>(&mut c5, 4, asked, |r| top(r.error_code)),
+            read_behind::<OffsetFetchRequest>(&mut c6, OFFSET_FETCH_VERSION, asked, |r| {
                 see_offsets(r, &[&topic])
             }),
-            read_behind::<OffsetFetchRequest>(c7, OFFSET_FETCH_VERSION, asked, |r| {
+            read_behind::<OffsetFetchRequest>(&mut c7, OFFSET_FETCH_VERSION, asked, |r| {
                 see_offsets(r, &[&topic])
             }),
-            read_behind::<DeleteGroupsRequest>(c8, 2, asked, |r| {
+            read_behind::<DeleteGroupsRequest>(&mut c8, 2, asked, |r| {
                 r.results
                     .first()
                     .map_or("-".to_owned(), |g| top(g.error_code))
@@ -358,43 +321,32 @@ async fn apis_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
         o.set("offset_fetch", answers.6?);
         o.set("offset_fetch_require_stable", answers.7?);
         o.set("delete_empty_group", answers.8?);
-        let (_, resp) = committer
-            .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
-            .await?;
-        o.set("commit", commit_errors(&resp));
-        anyhow::Ok(())
-    }
-    .await;
-    t.resume_followers().await?;
-    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-    seen?;
+        o.set("commit", commit_answer(&mut committer).await?);
+        Ok(())
+    })
+    .await?;
     Ok(o)
 }
 
 async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    use super::groups::{join_request, sync_request, JOIN_VERSION, SYNC_VERSION};
-    let topic = c.topic("t");
-    t.create_topic(&topic, 1, &[]).await?;
-    let group = c.group("g");
+    let (topic, group) = topic_and_group(t, c).await?;
     let member = join_alone(t, &group, &topic).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = async {
+    with_followers_stopped(t, Then::Replicated(&topic), async |t: &mut Target| {
         // Nothing of this group's partition waits yet.
         let asked = Instant::now();
-        let resp = t
-            .send(LEADER, &heartbeat(&group, &member), HEARTBEAT_VERSION)
-            .await?;
-        o.error("heartbeat_first", resp.error_code);
+        o.error(
+            "heartbeat_first",
+            heartbeat_code(t, &group, &member.id, member.generation).await?,
+        );
         o.set("heartbeat_first_answered", timing(asked.elapsed(), 4_000));
         // The member rejoins: it is the only one, so the rebalance completes at once.
         let asked = Instant::now();
-        let join = join_request(&group, &member.id, "consumer", 10_000, &topic);
-        let resp = t.send(LEADER, &join, JOIN_VERSION).await?;
+        let resp = consumer_join(t, &group, &member.id, &topic).await?;
         o.error("rejoin", resp.error_code);
         o.set("rejoin_generation", resp.generation_id);
         o.set("rejoin_answered", timing(asked.elapsed(), 4_000));
-        let rejoined = super::groups::Member {
+        let rejoined = Member {
             id: member.id.clone(),
             generation: resp.generation_id,
             leader: true,
@@ -407,14 +359,11 @@ async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
         syncer
             .write_request(&sync_request(&group, &rejoined, Some(&topic)), SYNC_VERSION)
             .await?;
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let beat_asked = Instant::now();
-        let beat_request = heartbeat(&group, &rejoined);
-        let beat = t.send(LEADER, &beat_request, HEARTBEAT_VERSION);
+        let beat = heartbeat_code(t, &group, &rejoined.id, rejoined.generation);
         let sync = async {
-            let answer = syncer
-                .read_response::<kafka_protocol::messages::SyncGroupRequest>(SYNC_VERSION)
-                .await;
+            let answer = syncer.read_response::<SyncGroupRequest>(SYNC_VERSION).await;
             (answer, asked.elapsed())
         };
         let (beat, (sync, sync_took)) = tokio::join!(
@@ -428,30 +377,19 @@ async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
         o.error("sync", sync.error_code);
         o.set("sync_answered", timing(sync_took, 4_000));
         let (beat, beat_took) = beat;
-        o.error("heartbeat_after_sync", beat?.error_code);
+        o.error("heartbeat_after_sync", beat?);
         o.set("heartbeat_after_sync_answered", timing(beat_took, 4_000));
-        anyhow::Ok(())
-    }
-    .await;
-    t.resume_followers().await?;
-    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-    seen?;
+        Ok(())
+    })
+    .await?;
     // What the failed sync left: the group in which generation, and in which state.
     for generation in [member.generation, member.generation + 1] {
-        let m = super::groups::Member {
-            id: member.id.clone(),
-            generation,
-            leader: true,
-        };
-        let resp = t
-            .send(LEADER, &heartbeat(&group, &m), HEARTBEAT_VERSION)
-            .await?;
         o.error(
             format!(
                 "after_resume.heartbeat_generation_{}",
                 generation - member.generation + 1
             ),
-            resp.error_code,
+            heartbeat_code(t, &group, &member.id, generation).await?,
         );
     }
     Ok(o)
@@ -460,90 +398,60 @@ async fn rebalance_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
 /// The same window, for answers that are errors, a rejoin, and a group beside the one
 /// whose commit waits.
 async fn errors_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    use super::groups::{join_request, leave_request, JOIN_VERSION, LEAVE_VERSION};
-    use kafka_protocol::messages::{
-        HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetFetchRequest,
-    };
-    let topic = c.topic("t");
-    t.create_topic(&topic, 1, &[]).await?;
-    let group = c.group("g");
+    let (topic, group) = topic_and_group(t, c).await?;
     let rejoining = c.group_beside(&group, "rejoining");
     let quiet = c.group_beside(&group, "quiet");
     let member = join_alone(t, &group, &topic).await?;
     let rejoiner = join_alone(t, &rejoining, &topic).await?;
     commit_code(t, &commit_request(&quiet, "", -1, &topic, 0, 3, "")).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = async {
-        let mut committer = t.open(LEADER).await?;
-        committer
-            .write_request(
-                &commit_request(&group, &member.id, member.generation, &topic, 0, 7, ""),
-                COMMIT_VERSION,
-            )
-            .await?;
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let mut conns = Vec::new();
-        for _ in 0..6 {
-            conns.push(t.open(LEADER).await?);
-        }
+    with_followers_stopped(t, Then::Replicated(&topic), async |t: &mut Target| {
+        let (mut committer, _) = commit_ahead(t, &group, &topic, &member).await?;
+        let [mut c0, mut c1, mut c2, mut c3, mut c4, mut c5] = connections(t).await?;
         let asked = Instant::now();
-        let stranger = super::groups::Member {
-            id: "ghost".to_owned(),
-            generation: member.generation,
-            leader: false,
-        };
-        let stale = super::groups::Member {
-            id: member.id.clone(),
-            generation: member.generation + 3,
-            leader: false,
-        };
-        conns[0]
-            .write_request(&heartbeat(&group, &stranger), HEARTBEAT_VERSION)
+        let stale = member.generation + 3;
+        c0.write_request(
+            &heartbeat_request(&group, "ghost", member.generation),
+            HEARTBEAT_VERSION,
+        )
+        .await?;
+        c1.write_request(
+            &heartbeat_request(&group, &member.id, stale),
+            HEARTBEAT_VERSION,
+        )
+        .await?;
+        c2.write_request(&leave_request(&group, &["ghost"]), LEAVE_VERSION)
             .await?;
-        conns[1]
-            .write_request(&heartbeat(&group, &stale), HEARTBEAT_VERSION)
-            .await?;
-        conns[2]
-            .write_request(&leave_request(&group, &["ghost"]), LEAVE_VERSION)
-            .await?;
-        conns[3]
-            .write_request(
-                &join_request(&rejoining, &rejoiner.id, "consumer", 10_000, &topic),
-                JOIN_VERSION,
-            )
-            .await?;
-        conns[4]
-            .write_request(
-                &commit_request(&group, &member.id, member.generation + 3, &topic, 0, 8, ""),
-                COMMIT_VERSION,
-            )
-            .await?;
-        conns[5]
-            .write_request(
-                &offset_fetch_request(&quiet, Some((&topic, &[0])), true),
-                OFFSET_FETCH_VERSION,
-            )
-            .await?;
-        let top = |code: i16| error_name(code);
-        let [c0, c1, c2, c3, c4, c5] = conns.as_mut_slice() else {
-            anyhow::bail!("six connections were opened");
-        };
+        c3.write_request(
+            &join_request(&rejoining, &rejoiner.id, "consumer", 10_000, &topic),
+            JOIN_VERSION,
+        )
+        .await?;
+        c4.write_request(
+            &commit_request(&group, &member.id, stale, &topic, 0, 8, ""),
+            COMMIT_VERSION,
+        )
+        .await?;
+        c5.write_request(
+            &offset_fetch_request(&quiet, Some((&topic, &[0])), true),
+            OFFSET_FETCH_VERSION,
+        )
+        .await?;
         let answers = tokio::join!(
-            read_behind::<HeartbeatRequest>(c0, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
-            read_behind::<HeartbeatRequest>(c1, HEARTBEAT_VERSION, asked, |r| top(r.error_code)),
-            read_behind::<LeaveGroupRequest>(c2, LEAVE_VERSION, asked, |r| {
-                let members: Vec<String> = r.members.iter().map(|m| top(m.error_code)).collect();
-                format!("{} [{}]", top(r.error_code), members.join(","))
-            }),
-            read_behind::<JoinGroupRequest>(c3, JOIN_VERSION, asked, |r| {
+            read_behind::<HeartbeatRequest>(&mut c0, HEARTBEAT_VERSION, asked, |r| top(
+                r.error_code
+            )),
+            read_behind::<HeartbeatRequest>(&mut c1, HEARTBEAT_VERSION, asked, |r| top(
+                r.error_code
+            )),
+            read_behind::<LeaveGroupRequest>(&mut c2, LEAVE_VERSION, asked, see_leave),
+            read_behind::<JoinGroupRequest>(&mut c3, JOIN_VERSION, asked, |r| {
                 format!("{} generation {}", top(r.error_code), r.generation_id)
             }),
-            read_behind::<OffsetCommitRequest>(c4, COMMIT_VERSION, asked, commit_errors),
-            read_behind::<OffsetFetchRequest>(c5, OFFSET_FETCH_VERSION, asked, |r| see_offsets(
-                r,
-                &[&topic]
-            )),
+            read_behind::<OffsetCommitRequest>(&mut c4, COMMIT_VERSION, asked, commit_errors),
+            read_behind::<OffsetFetchRequest>(&mut c5, OFFSET_FETCH_VERSION, asked, |r| {
+                see_offsets(r, &[&topic])
+            }),
         );
         o.set("heartbeat_unknown_member", answers.0?);
         o.set("heartbeat_wrong_generation", answers.1?);
@@ -551,15 +459,9 @@ async fn errors_behind_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
         o.set("rejoin_beside", answers.3?);
         o.set("commit_wrong_generation", answers.4?);
         o.set("offset_fetch_require_stable_beside", answers.5?);
-        let (_, resp) = committer
-            .read_response::<OffsetCommitRequest>(COMMIT_VERSION)
-            .await?;
-        o.set("commit", commit_errors(&resp));
-        anyhow::Ok(())
-    }
-    .await;
-    t.resume_followers().await?;
-    t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-    seen?;
+        o.set("commit", commit_answer(&mut committer).await?);
+        Ok(())
+    })
+    .await?;
     Ok(o)
 }

@@ -3,24 +3,20 @@
 
 use anyhow::Result;
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::create_topics_request::{
-    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
-};
-use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
-};
+use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+use kafka_protocol::messages::{BrokerId, CreateTopicsRequest, InitProducerIdRequest};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kafka_protocol::ResponseError;
 
 use super::{
-    batch, high_watermark, idempotent, list_offsets_request, now_ms, produce, produce_request,
-    scenario, see_produce, timing, values, wait_high_watermark, Ctx, Rec, Scenario,
-    LIST_OFFSETS_VERSION, PRODUCE_VERSION,
+    batch, consumer_offsets_topic, high_watermark, idempotent, list_offsets_request, now_ms,
+    produce, produce_request, scenario, see_produce, timing, values, wait_high_watermark,
+    with_followers_stopped, Ctx, Rec, Scenario, Then, LIST_OFFSETS_VERSION, PRODUCE_VERSION,
 };
 use crate::observe::Observation;
-use crate::target::{topic_name, Kind, Target, LEADER};
+use crate::target::{topic_configs, topic_name, Kind, Target, LEADER};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -90,56 +86,101 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// A scenario's one-partition topic and what the scenario has seen of it.
+struct Topic {
+    name: String,
+    o: Observation,
+}
+
+impl Topic {
+    /// Creates the scenario's topic `p`, its partition led by node 1, with `configs`.
+    async fn create(t: &mut Target, c: &Ctx, configs: &[(&str, &str)]) -> Result<Topic> {
+        let name = c.topic("p");
+        t.create_topic(&name, 1, configs).await?;
+        Ok(Topic {
+            name,
+            o: Observation::new(),
+        })
+    }
+
+    /// Produces `records` to partition 0 with `acks` (30 s timeout) and records the
+    /// answer under `prefix`.
+    async fn produce(
+        &mut self,
+        t: &mut Target,
+        prefix: &str,
+        acks: i16,
+        records: Bytes,
+    ) -> Result<()> {
+        let (p, _) = produce(t, &self.name, 0, acks, 30_000, records).await?;
+        see_produce(&mut self.o, prefix, &p);
+        Ok(())
+    }
+
+    /// Records the high watermark at the end (what was appended after all) and hands back
+    /// what was seen.
+    async fn high_watermark_after(mut self, t: &mut Target) -> Result<Observation> {
+        self.o.set(
+            "high_watermark.after",
+            high_watermark(t, &self.name, 0).await?,
+        );
+        Ok(self.o)
+    }
+}
+
+/// One acks=`acks` batch to a new topic: its answer, and the high watermark after it.
+async fn one_batch(t: &mut Target, c: &Ctx, acks: i16, records: Bytes) -> Result<Observation> {
+    let mut topic = Topic::create(t, c, &[]).await?;
+    topic.produce(t, "", acks, records).await?;
+    topic.high_watermark_after(t).await
+}
+
 async fn acks_one(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, 1, 30_000, values("a", 3)).await?;
-    see_produce(&mut o, "", &p);
-    let (p, _) = produce(t, &topic, 0, 1, 30_000, values("b", 2)).await?;
-    see_produce(&mut o, "second.", &p);
-    o.set(
+    let mut topic = Topic::create(t, c, &[]).await?;
+    topic.produce(t, "", 1, values("a", 3)).await?;
+    topic.produce(t, "second.", 1, values("b", 2)).await?;
+    topic.o.set(
         "high_watermark.replicated",
-        wait_high_watermark(t, &topic, 0, 5).await?,
+        wait_high_watermark(t, &topic.name, 0, 5).await?,
     );
-    Ok(o)
+    Ok(topic.o)
 }
 
 async fn acks_all(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 3)).await?;
-    see_produce(&mut o, "", &p);
+    let mut topic = Topic::create(t, c, &[]).await?;
+    topic.produce(t, "", -1, values("a", 3)).await?;
     // An acks=all answer means the high watermark has passed the batch already.
-    o.set(
+    topic.o.set(
         "high_watermark.on_answer",
-        high_watermark(t, &topic, 0).await?,
+        high_watermark(t, &topic.name, 0).await?,
     );
-    Ok(o)
+    Ok(topic.o)
+}
+
+/// Writes an acks=0 produce of `n` records to `topic` on a new connection, then sends a
+/// ListOffsets at `timestamp` on the same one; whether that got its own answer. (`send`
+/// checks the correlation id: an answer to the produce, or a closed connection, is an
+/// error there.)
+async fn acks_zero_then_list_offsets(
+    t: &mut Target,
+    topic: &str,
+    n: usize,
+    timestamp: i64,
+) -> Result<bool> {
+    let mut conn = t.open(LEADER).await?;
+    let produce = produce_request(topic, 0, 0, 30_000, values("a", n));
+    conn.write_request(&produce, PRODUCE_VERSION).await?;
+    let list = list_offsets_request(-1, 0, topic, 0, timestamp);
+    Ok(conn.send(&list, LIST_OFFSETS_VERSION).await.is_ok())
 }
 
 async fn acks_zero(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let mut conn = t.open(LEADER).await?;
-    conn.write_request(
-        &produce_request(&topic, 0, 0, 30_000, values("a", 3)),
-        PRODUCE_VERSION,
-    )
-    .await?;
-    // The next answer on this connection must be the ListOffsets' own: `send` checks the
-    // correlation id, so an answer to the produce would show up here as an error.
-    let next = conn
-        .send(
-            &list_offsets_request(-1, 0, &topic, 0, -2),
-            LIST_OFFSETS_VERSION,
-        )
-        .await;
+    let Topic { name: topic, mut o } = Topic::create(t, c, &[]).await?;
+    // The next answer on this connection must be the ListOffsets' own.
+    let next_answered = acks_zero_then_list_offsets(t, &topic, 3, -2).await?;
     o.set(
         "produce answered",
-        if next.is_ok() {
+        if next_answered {
             "no (next answer is the next request's)"
         } else {
             "yes"
@@ -155,48 +196,27 @@ async fn acks_zero(t: &mut Target, c: &Ctx) -> Result<Observation> {
 async fn acks_zero_failing(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("never-created");
     let mut o = Observation::new();
-    let mut conn = t.open(LEADER).await?;
-    conn.write_request(
-        &produce_request(&topic, 0, 0, 30_000, values("a", 1)),
-        PRODUCE_VERSION,
-    )
-    .await?;
-    let next = conn
-        .send(
-            &list_offsets_request(-1, 0, &topic, 0, -1),
-            LIST_OFFSETS_VERSION,
-        )
-        .await;
+    let next_answered = acks_zero_then_list_offsets(t, &topic, 1, -1).await?;
     o.set(
         "connection after",
-        if next.is_ok() { "open" } else { "closed" },
+        if next_answered { "open" } else { "closed" },
     );
     Ok(o)
 }
 
 async fn bad_acks(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, 2, 30_000, values("a", 1)).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    one_batch(t, c, 2, values("a", 1)).await
 }
 
 async fn two_batches(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
+    let mut topic = Topic::create(t, c, &[]).await?;
     let mut both = BytesMut::new();
     both.extend_from_slice(&values("a", 2));
     both.extend_from_slice(&values("b", 2));
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, both.freeze()).await?;
-    see_produce(&mut o, "", &p);
+    topic.produce(t, "", -1, both.freeze()).await?;
     // Nothing of that partition may be appended: a later write starts at offset 0.
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("c", 1)).await?;
-    see_produce(&mut o, "next.", &p);
-    Ok(o)
+    topic.produce(t, "next.", -1, values("c", 1)).await?;
+    Ok(topic.o)
 }
 
 async fn unknown_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
@@ -214,9 +234,7 @@ async fn unknown_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
 }
 
 async fn unknown_partition(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
+    let Topic { name: topic, mut o } = Topic::create(t, c, &[]).await?;
     let (p, _) = produce(t, &topic, 7, -1, 30_000, values("a", 1)).await?;
     see_produce(&mut o, "", &p);
     Ok(o)
@@ -233,26 +251,15 @@ fn big(bytes: usize) -> Bytes {
 }
 
 async fn over_broker_limit(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
     // message.max.bytes is 1048588 on both.
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, big(1_100_000)).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    one_batch(t, c, -1, big(1_100_000)).await
 }
 
 async fn over_topic_limit(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[("max.message.bytes", "1000")])
-        .await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, big(2000)).await?;
-    see_produce(&mut o, "", &p);
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, big(100)).await?;
-    see_produce(&mut o, "small.", &p);
-    Ok(o)
+    let mut topic = Topic::create(t, c, &[("max.message.bytes", "1000")]).await?;
+    topic.produce(t, "", -1, big(2000)).await?;
+    topic.produce(t, "small.", -1, big(100)).await?;
+    Ok(topic.o)
 }
 
 /// A producer id and epoch from InitProducerId (no transactional id: an idempotent producer).
@@ -279,89 +286,69 @@ async fn init_producer_id(t: &mut Target, o: &mut Observation) -> Result<(i64, i
     Ok((resp.producer_id.0, resp.producer_epoch))
 }
 
+/// One acks=-1 batch of an idempotent producer: the prefix its answer is recorded under,
+/// how far above the producer's epoch it is sent (0: at the producer's own), its base
+/// sequence, and how many records it holds.
+type Sequenced = (&'static str, i16, i32, usize);
+
+/// A new idempotent producer sends `batches`, in order, to a new topic.
+async fn idempotent_batches(t: &mut Target, c: &Ctx, batches: &[Sequenced]) -> Result<Topic> {
+    let mut topic = Topic::create(t, c, &[]).await?;
+    let (pid, epoch) = init_producer_id(t, &mut topic.o).await?;
+    for &(prefix, above, base_sequence, n) in batches {
+        let records = idempotent(pid, epoch + above, base_sequence, n);
+        topic.produce(t, prefix, -1, records).await?;
+    }
+    Ok(topic)
+}
+
 async fn idempotent_duplicate(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (pid, epoch) = init_producer_id(t, &mut o).await?;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 0, 3)).await?;
-    see_produce(&mut o, "first.", &p);
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 3, 2)).await?;
-    see_produce(&mut o, "second.", &p);
-    // The first batch again, as a producer retrying after a lost answer sends it.
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 0, 3)).await?;
-    see_produce(&mut o, "retry_of_first.", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    let batches = [
+        ("first.", 0, 0, 3),
+        ("second.", 0, 3, 2),
+        // The first batch again, as a producer retrying after a lost answer sends it.
+        ("retry_of_first.", 0, 0, 3),
+    ];
+    let topic = idempotent_batches(t, c, &batches).await?;
+    topic.high_watermark_after(t).await
 }
 
 async fn idempotent_gap(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (pid, epoch) = init_producer_id(t, &mut o).await?;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 0, 3)).await?;
-    see_produce(&mut o, "first.", &p);
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 5, 1)).await?;
-    see_produce(&mut o, "gap.", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    let batches = [("first.", 0, 0, 3), ("gap.", 0, 5, 1)];
+    let topic = idempotent_batches(t, c, &batches).await?;
+    topic.high_watermark_after(t).await
 }
 
 async fn idempotent_first_gap(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (pid, epoch) = init_producer_id(t, &mut o).await?;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 7, 1)).await?;
-    see_produce(&mut o, "", &p);
-    Ok(o)
+    let topic = idempotent_batches(t, c, &[("", 0, 7, 1)]).await?;
+    Ok(topic.o)
 }
 
 async fn idempotent_new_epoch(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (pid, epoch) = init_producer_id(t, &mut o).await?;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 0, 3)).await?;
-    see_produce(&mut o, "first.", &p);
-    // An idempotent producer bumps its own epoch (KIP-360) and starts again at 0.
-    let next = epoch + 1;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, next, 3, 1)).await?;
-    see_produce(&mut o, "new_epoch_at_3.", &p);
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, next, 0, 1)).await?;
-    see_produce(&mut o, "new_epoch_at_0.", &p);
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, idempotent(pid, epoch, 3, 1)).await?;
-    see_produce(&mut o, "old_epoch.", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    let batches = [
+        ("first.", 0, 0, 3),
+        // An idempotent producer bumps its own epoch (KIP-360) and starts again at 0.
+        ("new_epoch_at_3.", 1, 3, 1),
+        ("new_epoch_at_0.", 1, 0, 1),
+        ("old_epoch.", 0, 3, 1),
+    ];
+    let topic = idempotent_batches(t, c, &batches).await?;
+    topic.high_watermark_after(t).await
 }
 
 async fn corrupt_batch(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
     // The last byte is the record's value: covered by the CRC, not by the framing.
     let mut bytes = BytesMut::from(&values("a", 1)[..]);
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, bytes.freeze()).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    one_batch(t, c, -1, bytes.freeze()).await
 }
 
 async fn magic_one(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
     // The magic byte sits at offset 16 in every message format.
     let mut bytes = BytesMut::from(&values("a", 1)[..]);
     bytes[16] = 1;
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, bytes.freeze()).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    one_batch(t, c, -1, bytes.freeze()).await
 }
 
 /// One control record (an abort marker's shape) in a v2 batch, which only brokers may write.
@@ -391,22 +378,11 @@ fn control_records() -> Result<Bytes> {
 }
 
 async fn control_batch(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, control_records()?).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    one_batch(t, c, -1, control_records()?).await
 }
 
 async fn internal_topic(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    // Both create __consumer_offsets on the first FindCoordinator.
-    let req = FindCoordinatorRequest::default()
-        .with_key_type(0)
-        .with_coordinator_keys(vec![crate::target::name(&c.group("g"))]);
-    t.leader(&req, 4).await?;
-    t.wait_replicated(&["__consumer_offsets"]).await?;
+    consumer_offsets_topic(t, c).await?;
     let mut o = Observation::new();
     let (p, _) = produce(t, "__consumer_offsets", 0, 1, 30_000, values("a", 1)).await?;
     see_produce(&mut o, "", &p);
@@ -421,17 +397,9 @@ async fn create_with_replicas(
     replicas: i16,
     configs: &[(&str, &str)],
 ) -> Result<i16> {
-    let configs = configs
-        .iter()
-        .map(|(k, v)| {
-            CreatableTopicConfig::default()
-                .with_name(crate::target::name(k))
-                .with_value(Some(crate::target::name(v)))
-        })
-        .collect();
     let creatable = CreatableTopic::default()
         .with_name(topic_name(topic))
-        .with_configs(configs);
+        .with_configs(topic_configs(configs));
     let creatable = match t.kind {
         Kind::Kafka => creatable
             .with_num_partitions(-1)
@@ -454,73 +422,70 @@ async fn create_with_replicas(
     Ok(code)
 }
 
-async fn acks_all_one_replica(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("rf1");
+/// The scenario's topic `what` of one partition on `replicas` replicas (as
+/// [`create_with_replicas`] makes it), CreateTopics' error recorded as `create.error`.
+async fn with_replicas(
+    t: &mut Target,
+    c: &Ctx,
+    what: &str,
+    replicas: i16,
+    configs: &[(&str, &str)],
+) -> Result<(Topic, i16)> {
+    let name = c.topic(what);
+    let created = create_with_replicas(t, &name, replicas, configs).await?;
     let mut o = Observation::new();
+    o.error("create.error", created);
+    Ok((Topic { name, o }, created))
+}
+
+async fn acks_all_one_replica(t: &mut Target, c: &Ctx) -> Result<Observation> {
     // The cluster's min.insync.replicas is 2 on both.
-    o.error(
-        "create.error",
-        create_with_replicas(t, &topic, 1, &[]).await?,
-    );
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
-    see_produce(&mut o, "", &p);
-    o.set("high_watermark.after", high_watermark(t, &topic, 0).await?);
-    Ok(o)
+    let (mut topic, _) = with_replicas(t, c, "rf1", 1, &[]).await?;
+    topic.produce(t, "", -1, values("a", 2)).await?;
+    topic.high_watermark_after(t).await
 }
 
 async fn acks_all_min_isr_above_replicas(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("minisr4");
-    let mut o = Observation::new();
-    let created = create_with_replicas(t, &topic, 3, &[("min.insync.replicas", "4")]).await?;
-    o.error("create.error", created);
+    let (mut topic, created) =
+        with_replicas(t, c, "minisr4", 3, &[("min.insync.replicas", "4")]).await?;
     if created != 0 {
-        return Ok(o);
+        return Ok(topic.o);
     }
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
-    see_produce(&mut o, "", &p);
-    let (p, _) = produce(t, &topic, 0, 1, 30_000, values("b", 1)).await?;
-    see_produce(&mut o, "acks_1.", &p);
-    o.set(
+    topic.produce(t, "", -1, values("a", 2)).await?;
+    topic.produce(t, "acks_1.", 1, values("b", 1)).await?;
+    topic.o.set(
         "high_watermark.after",
-        wait_high_watermark(t, &topic, 0, 3).await?,
+        wait_high_watermark(t, &topic.name, 0, 3).await?,
     );
-    Ok(o)
+    Ok(topic.o)
 }
 
 async fn acks_all_followers_stopped(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
-    see_produce(&mut o, "before.", &p);
-    t.stop_followers().await?;
-    let stopped = stopped_part(t, &topic, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_in_sync(&[&topic]).await?;
-    stopped?;
+    let mut topic = Topic::create(t, c, &[]).await?;
+    topic.produce(t, "before.", -1, values("a", 2)).await?;
+    with_followers_stopped(t, Then::InSync(&topic.name), async |t: &mut Target| {
+        produce_stopped(t, &topic.name, &mut topic.o, "b").await
+    })
+    .await?;
     // Continued, the followers fetch the batch and the high watermark passes it.
-    o.set(
+    topic.o.set(
         "high_watermark.after_resume",
-        wait_high_watermark(t, &topic, 0, 3).await?,
+        wait_high_watermark(t, &topic.name, 0, 3).await?,
     );
-    Ok(o)
+    Ok(topic.o)
 }
 
 /// With the followers stopped until the leader has dropped them from the ISR (Kafka's
 /// controller fences them after its session timeout; ours drops them after
 /// replica.lag.time.max.ms), an acks=-1 produce is refused before it is appended.
 async fn acks_all_isr_below_min(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("p");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let (p, _) = produce(t, &topic, 0, -1, 30_000, values("a", 2)).await?;
-    see_produce(&mut o, "before.", &p);
-    t.stop_followers().await?;
-    let stopped = isr_below_min_part(t, &topic, &mut o).await;
-    t.resume_followers().await?;
-    t.wait_in_sync(&[&topic]).await?;
-    stopped?;
-    Ok(o)
+    let mut topic = Topic::create(t, c, &[]).await?;
+    topic.produce(t, "before.", -1, values("a", 2)).await?;
+    with_followers_stopped(t, Then::InSync(&topic.name), async |t: &mut Target| {
+        isr_below_min_part(t, &topic.name, &mut topic.o).await
+    })
+    .await?;
+    Ok(topic.o)
 }
 
 async fn isr_below_min_part(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
@@ -549,15 +514,19 @@ async fn isr_below_min_part(t: &mut Target, topic: &str, o: &mut Observation) ->
         .map(|p| p.isr_nodes.iter().map(|n| n.0.to_string()).collect())
         .unwrap_or_default();
     o.set("stopped.isr", isr.join(","));
-    let (p, took) = produce(t, topic, 0, -1, 2_000, values("c", 1)).await?;
-    see_produce(o, "stopped.", &p);
-    o.set("stopped.answered", timing(took, 2_000));
-    o.set("stopped.high_watermark", high_watermark(t, topic, 0).await?);
-    Ok(())
+    produce_stopped(t, topic, o, "c").await
 }
 
-async fn stopped_part(t: &mut Target, topic: &str, o: &mut Observation) -> Result<()> {
-    let (p, took) = produce(t, topic, 0, -1, 2_000, values("b", 1)).await?;
+/// An acks=-1 produce of one record `"{tag}-0"` with the followers stopped, with a 2 s
+/// timeout: its answer, whether it came at once or after the timeout, and the high
+/// watermark then, all under `stopped.`.
+async fn produce_stopped(
+    t: &mut Target,
+    topic: &str,
+    o: &mut Observation,
+    tag: &str,
+) -> Result<()> {
+    let (p, took) = produce(t, topic, 0, -1, 2_000, values(tag, 1)).await?;
     see_produce(o, "stopped.", &p);
     o.set("stopped.answered", timing(took, 2_000));
     o.set("stopped.high_watermark", high_watermark(t, topic, 0).await?);

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -16,10 +16,10 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{
     list_offset_with, list_offsets_request, produce_request, scenario, see_produce, timing, values,
-    Ctx, Scenario, PRODUCE_VERSION,
+    with_followers_stopped, Ctx, Scenario, Then, PRODUCE_VERSION,
 };
 use crate::observe::Observation;
-use crate::target::{name, topic_name, Target, LEADER};
+use crate::target::{name, topic_configs, topic_name, Target, LEADER};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -87,16 +87,7 @@ fn creatable(
         .with_name(topic_name(topic))
         .with_num_partitions(partitions)
         .with_replication_factor(replication)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(name(k))
-                        .with_value(Some(name(v)))
-                })
-                .collect(),
-        )
+        .with_configs(topic_configs(configs))
 }
 
 async fn create(
@@ -301,38 +292,32 @@ async fn delete_topics(t: &mut Target, c: &Ctx) -> Result<Observation> {
 }
 
 async fn delete_while_parked(t: &mut Target, c: &Ctx) -> Result<Observation> {
-    let topic = c.topic("d");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = delete_while_parked_stopped(t, &topic, &mut o).await;
-    t.resume_followers().await?;
-    seen?;
-    Ok(o)
+    parked_delete(t, c, false).await
 }
 
 /// As [`delete_while_parked`], but right after the delete a client's Metadata refresh
 /// (auto-creation allowed, as every producer asks) creates the topic again: the parked
 /// produce still belongs to the deleted partition.
 async fn delete_while_parked_recreated(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    parked_delete(t, c, true).await
+}
+
+/// A new topic deleted, with the followers stopped, while an acks=-1 produce waits on it
+/// (see [`delete_while_parked_then`]).
+async fn parked_delete(t: &mut Target, c: &Ctx, recreate: bool) -> Result<Observation> {
     let topic = c.topic("d");
     t.create_topic(&topic, 1, &[]).await?;
     let mut o = Observation::new();
-    t.stop_followers().await?;
-    let seen = delete_while_parked_then(t, &topic, &mut o, true).await;
-    t.resume_followers().await?;
-    seen?;
+    // Nothing to wait for afterwards: the topic is gone.
+    with_followers_stopped(t, Then::Resumed, async |t: &mut Target| {
+        delete_while_parked_then(t, &topic, &mut o, recreate).await
+    })
+    .await?;
     Ok(o)
 }
 
-async fn delete_while_parked_stopped(
-    t: &mut Target,
-    topic: &str,
-    o: &mut Observation,
-) -> Result<()> {
-    delete_while_parked_then(t, topic, o, false).await
-}
-
+/// The steps with the followers stopped: a produce parked on the topic, the delete (and,
+/// with `recreate`, a Metadata that creates the topic again), and what the produce gets.
 async fn delete_while_parked_then(
     t: &mut Target,
     topic: &str,
