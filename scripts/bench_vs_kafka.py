@@ -169,6 +169,8 @@ print(statistics.median(took) * 1e3, took[int(len(took) * 0.99)] * 1e3)
 
 def librdkafka_latency(bootstrap, topic, records):
     python = os.path.join(ROOT, ".venv", "bin", "python")
+    if not os.access(python, os.X_OK):
+        raise SystemExit("the librdkafka probe needs the test command's venv: run bash scripts/test.sh once")
     out = subprocess.run([python, "-c", LIBRDKAFKA_PROBE, bootstrap, topic, str(records)],
                          capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
