@@ -22,7 +22,7 @@ use kafka_protocol::ResponseError;
 use replog::ReadBound;
 use timewheel::{Completion, DelayedOperation};
 
-use super::{Once, OpMeta, TRACE_TARGET};
+use super::{ended_by, Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::replica_manager::fetch::{can_respond_now, read_from_local_log};
 use crate::request::Cause;
@@ -190,11 +190,7 @@ impl DelayedOperation for DelayedFetch {
     }
 
     fn on_complete(&self, how: Completion<Cause>) {
-        let (expired, woken_by) = match how {
-            Completion::Satisfied(cause) => (false, cause),
-            Completion::Expired => (true, Cause::Expired),
-            Completion::Forced => (false, Cause::Unknown),
-        };
+        let expired = matches!(how, Completion::Expired);
         let results = read_from_local_log(&self.params, &self.partitions);
         let why = if expired {
             "expired: max_wait_ms passed"
@@ -212,13 +208,7 @@ impl DelayedOperation for DelayedFetch {
             waited_ms = self.meta.waited_ms(),
             "completed"
         );
-        let cause = if expired {
-            Cause::Expired
-        } else if let Some(error) = results.iter().find_map(|(_, d)| d.error) {
-            Cause::Error(error.code())
-        } else {
-            woken_by
-        };
+        let cause = ended_by(how, results.iter().find_map(|(_, d)| d.error));
         self.meta.completed(
             cause,
             results.iter().map(|(_, d)| d.error.map(|e| e.code())),

@@ -32,8 +32,9 @@ pub use produce::{DelayedProduce, ProduceCallback, ProducePartitionResult};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use timewheel::Timer;
+use timewheel::{Completion, Timer};
 
 use crate::request::{Cause, RequestContext, TraceId};
 use crate::telemetry::Telemetry;
@@ -136,5 +137,17 @@ impl<F> Once<F> {
     /// Takes the callback, the first time only.
     pub fn take(&self) -> Option<F> {
         self.0.lock().take()
+    }
+}
+
+/// What ended a parked operation, for the request log: its timeout; else the error one of
+/// its partitions answered; else the change that satisfied it (nothing is known of a
+/// forced completion).
+fn ended_by(how: Completion<Cause>, first_error: Option<ResponseError>) -> Cause {
+    match (how, first_error) {
+        (Completion::Expired, _) => Cause::Expired,
+        (_, Some(error)) => Cause::Error(error.code()),
+        (Completion::Satisfied(cause), None) => cause,
+        (Completion::Forced, None) => Cause::Unknown,
     }
 }

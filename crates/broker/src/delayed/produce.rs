@@ -16,7 +16,7 @@ use replog::ReplicationState;
 use timewheel::{Completion, DelayedOperation};
 use tracing::info;
 
-use super::{Once, OpMeta, TRACE_TARGET};
+use super::{ended_by, Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::request::Cause;
 
@@ -169,11 +169,7 @@ impl DelayedOperation for DelayedProduce {
     }
 
     fn on_complete(&self, how: Completion<Cause>) {
-        let (expired, woken_by) = match how {
-            Completion::Satisfied(cause) => (false, cause),
-            Completion::Expired => (true, Cause::Expired),
-            Completion::Forced => (false, Cause::Unknown),
-        };
+        let expired = matches!(how, Completion::Expired);
         let mut partitions = self.partitions.lock();
         let mut errors = 0;
         for p in partitions.iter_mut() {
@@ -195,13 +191,7 @@ impl DelayedOperation for DelayedProduce {
         }
         let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
         drop(partitions);
-        let cause = if expired {
-            Cause::Expired
-        } else if let Some(error) = results.iter().find_map(|(_, r)| r.error) {
-            Cause::Error(error.code())
-        } else {
-            woken_by
-        };
+        let cause = ended_by(how, results.iter().find_map(|(_, r)| r.error));
         self.meta.completed(
             cause,
             results.iter().map(|(_, r)| r.error.map(|e| e.code())),
