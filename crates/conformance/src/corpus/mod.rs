@@ -28,6 +28,7 @@ use crate::target::{find_coordinator_request, topic_name, Target};
 
 pub mod clients;
 pub mod fetch;
+pub mod group_requests;
 pub mod groups;
 pub mod list_offsets;
 pub mod metadata;

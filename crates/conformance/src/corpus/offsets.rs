@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, SyncGroupRequest,
 };
 
-use super::groups::{
+use super::group_requests::{
     commit_code, commit_request, consumer_join, fetch_offsets, heartbeat_code, heartbeat_request,
     join_alone, join_request, join_unsynced, leave_request, offset_fetch_request, see_leave,
     see_offsets, sync_request, Member, COMMIT_VERSION, HEARTBEAT_VERSION, JOIN_VERSION,
