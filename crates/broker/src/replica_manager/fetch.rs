@@ -21,8 +21,7 @@ use crate::delayed::{
     DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus, OpMeta,
 };
 use crate::partition::{PartitionHandle, TopicPartition};
-use crate::request::Cause;
-use crate::request::RequestContext;
+use crate::request::{Cause, RequestContext};
 use crate::telemetry::{Park, PartitionNote};
 
 /// Longest a fetch may be parked, whatever `max_wait_ms` asks for: requests from clients

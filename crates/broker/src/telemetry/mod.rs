@@ -183,6 +183,8 @@ impl Telemetry {
     }
 
     /// A produce was appended: where each partition's batch landed, and whether it parked.
+    /// An untraced request (`TraceId::NONE`: the coordinator's appends, tests) is not in
+    /// the log, and the ring ignores it.
     pub fn note_produce(
         &self,
         trace: TraceId,
@@ -190,9 +192,6 @@ impl Telemetry {
         partitions: impl Iterator<Item = PartitionNote>,
         park: Option<Park>,
     ) {
-        if trace == TraceId::NONE {
-            return; // internal work (the coordinator's appends, tests): not in the log
-        }
         self.requests.ring().with(trace.0, |e| {
             e.acks = Some(acks);
             e.partitions.extend(partitions);
@@ -209,9 +208,6 @@ impl Telemetry {
         partitions: impl Iterator<Item = PartitionNote>,
         park: Option<Park>,
     ) {
-        if trace == TraceId::NONE {
-            return;
-        }
         self.requests.ring().with(trace.0, |e| {
             e.replica_id = Some(replica_id);
             e.fetch_wait = Some(wait);
