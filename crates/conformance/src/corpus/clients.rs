@@ -207,6 +207,7 @@ async fn commit(
     offset: i64,
     o: &mut Observation,
     key: &str,
+    timed: bool,
 ) -> Result<()> {
     steps
         .send(Step::Commit(offset))
@@ -228,7 +229,9 @@ async fn commit(
                 if result == "ok" { "ok" } else { "failed" },
             );
             // offsets.commit.timeout.ms is 5 s on both.
-            o.set(format!("{key}.answered"), super::timing(took, 5_000));
+            if timed {
+                o.set(format!("{key}.answered"), super::timing(took, 5_000));
+            }
             Ok(())
         }
         other => bail!("expected the commit of {offset}, got {other:?}"),
@@ -263,19 +266,25 @@ async fn commit_sequence(t: &mut Target, c: &Ctx) -> Result<Observation> {
         };
         t.stop_followers().await?;
         let stopped_at = Instant::now();
-        commit(&step_tx, &mut report_rx, 5, &mut o, "commit_5_stopped").await?;
+        commit(&step_tx, &mut report_rx, 5, &mut o, "commit_5_stopped", true).await?;
         if let Some(rest) = STOPPED_FOR.checked_sub(stopped_at.elapsed()) {
             tokio::time::sleep(rest).await;
         }
         t.resume_followers().await?;
         t.wait_replicated(&["__consumer_offsets", &topic]).await?;
-        commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_resumed").await?;
+        // Whether this commit waits is a race inside the client, not a property of the
+        // broker: it depends on whether the 30 s session has already run out when
+        // librdkafka's retry loop hands back the first commit. When it has, the broker
+        // answers UNKNOWN_MEMBER_ID at once; when not, the commit waits. Our broker has
+        // been seen doing each on the same code (at once in one CI run, after the wait in
+        // the others), so only the failure is compared.
+        commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_resumed", false).await?;
         step_tx.send(Step::Finish).map_err(|_| anyhow!("the consumer thread ended"))?;
         match next_report(&mut report_rx, Duration::from_secs(90)).await? {
             Report::Assignment(a) => o.set("assignment_after_rebalance", format!("{a:?}")),
             other => bail!("expected the assignment, got {other:?}"),
         };
-        commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_after_rebalance").await?;
+        commit(&step_tx, &mut report_rx, 7, &mut o, "commit_7_after_rebalance", true).await?;
         // librdkafka hands its log lines over when the application polls, late and in
         // bursts, so they are counted over the whole sequence, not timed.
         let count = |needle: &str| log.count(began, Instant::now(), needle);
