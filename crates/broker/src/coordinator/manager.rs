@@ -195,7 +195,7 @@ impl GroupMetadataManager {
         let op = DelayedProduce::new(
             meta,
             vec![status],
-            Box::new(move |results| {
+            Box::new(move |results, _ended_by| {
                 let error = results.into_iter().find_map(|(_, r)| r.error);
                 callback(error.map_or(Ok(()), Err));
             }),

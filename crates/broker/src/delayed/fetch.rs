@@ -107,12 +107,16 @@ impl FetchPartitionData {
 /// Where a fetch's answer goes: one entry per partition, in the order they were given.
 pub type FetchCallback = Box<dyn FnOnce(Vec<(TopicPartition, FetchPartitionData)>) + Send>;
 
+/// Where a parked fetch ends: what it read, and what ended it (see
+/// [`super::produce::ProduceCompletion`]).
+pub type FetchCompletion = Box<dyn FnOnce(Vec<(TopicPartition, FetchPartitionData)>, Cause) + Send>;
+
 /// A fetch parked in the fetch purgatory.
 pub struct DelayedFetch {
     meta: OpMeta,
     params: FetchParams,
     partitions: Vec<FetchPartitionStatus>,
-    respond: Once<FetchCallback>,
+    respond: Once<FetchCompletion>,
 }
 
 impl DelayedFetch {
@@ -121,7 +125,7 @@ impl DelayedFetch {
         meta: OpMeta,
         params: FetchParams,
         partitions: Vec<FetchPartitionStatus>,
-        respond: FetchCallback,
+        respond: FetchCompletion,
     ) -> Self {
         DelayedFetch {
             meta,
@@ -209,17 +213,8 @@ impl DelayedOperation for DelayedFetch {
             "completed"
         );
         let cause = ended_by(how, results.iter().find_map(|(_, d)| d.error));
-        self.meta.completed(
-            cause,
-            results.iter().map(|(_, d)| d.error.map(|e| e.code())),
-        );
-        // Kafka's DelayedFetchMetrics.ExpiresPerSec, per fetcherType.
-        if let (true, Some(t)) = (expired, self.meta.telemetry()) {
-            t.metrics
-                .record_fetch_expiration(self.params.is_from_follower());
-        }
         if let Some(respond) = self.respond.take() {
-            respond(results);
+            respond(results, cause);
         }
     }
 

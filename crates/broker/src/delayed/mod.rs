@@ -25,19 +25,17 @@ pub mod fetch;
 pub mod produce;
 
 pub use fetch::{
-    DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus,
+    DelayedFetch, FetchCallback, FetchCompletion, FetchParams, FetchPartitionData,
+    FetchPartitionStatus,
 };
-pub use produce::{DelayedProduce, ProduceCallback, ProducePartitionResult};
-
-use std::net::SocketAddr;
-use std::sync::Arc;
+pub use produce::{DelayedProduce, ProduceCallback, ProduceCompletion, ProducePartitionResult};
 
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+use std::net::SocketAddr;
 use timewheel::{Completion, Timer};
 
 use crate::request::{Cause, RequestContext, TraceId};
-use crate::telemetry::Telemetry;
 
 /// Tracing target for delayed-operation lifecycles.
 pub const TRACE_TARGET: &str = "purgatory::purgatory";
@@ -60,7 +58,6 @@ pub struct OpMeta {
     /// The request's record in the request log.
     pub trace: TraceId,
     timer: Timer,
-    telemetry: Option<Arc<Telemetry>>,
 }
 
 impl OpMeta {
@@ -76,28 +73,7 @@ impl OpMeta {
             peer: ctx.peer,
             created_ms,
             trace: ctx.trace,
-            telemetry: None,
         }
-    }
-
-    /// Reports the operation's completion to the request log (see [`OpMeta::completed`]).
-    pub fn traced(mut self, telemetry: &Arc<Telemetry>) -> Self {
-        if self.trace != TraceId::NONE {
-            self.telemetry = Some(telemetry.clone());
-        }
-        self
-    }
-
-    /// Tells the request log what completed the operation and, per partition, its error.
-    pub fn completed(&self, cause: Cause, errors: impl IntoIterator<Item = Option<i16>>) {
-        if let Some(t) = &self.telemetry {
-            t.completed(self.trace, cause, errors);
-        }
-    }
-
-    /// The telemetry this operation reports to, if traced.
-    pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
-        self.telemetry.as_ref()
     }
 
     /// Who is waiting, for snapshots: `DelayedProduce: produce #7 from "rdkafka" (127.0.0.1:50412)`.

@@ -49,6 +49,12 @@ impl ProducePartitionResult {
 /// Where a produce's answer goes: one result per partition, in the order they were given.
 pub type ProduceCallback = Box<dyn FnOnce(Vec<(TopicPartition, ProducePartitionResult)>) + Send>;
 
+/// Where a parked produce ends: its results, and what ended it (the change that satisfied
+/// it, its timeout, or a partition's error). Whoever parked it decides what to do with
+/// each: the replica manager tells the request log the cause and the handler the results.
+pub type ProduceCompletion =
+    Box<dyn FnOnce(Vec<(TopicPartition, ProducePartitionResult)>, Cause) + Send>;
+
 /// One partition of a parked produce (Kafka's `ProducePartitionStatus`).
 pub struct ProducePartitionStatus {
     /// The partition.
@@ -63,7 +69,7 @@ pub struct ProducePartitionStatus {
 pub struct DelayedProduce {
     meta: OpMeta,
     partitions: Mutex<Vec<ProducePartitionStatus>>,
-    respond: Once<ProduceCallback>,
+    respond: Once<ProduceCompletion>,
 }
 
 impl DelayedProduce {
@@ -71,7 +77,7 @@ impl DelayedProduce {
     pub fn new(
         meta: OpMeta,
         partitions: Vec<ProducePartitionStatus>,
-        respond: ProduceCallback,
+        respond: ProduceCompletion,
     ) -> Self {
         DelayedProduce {
             meta,
@@ -180,10 +186,6 @@ impl DelayedOperation for DelayedProduce {
                 p.result.error = Some(ResponseError::RequestTimedOut);
                 p.result.message =
                     Some("the high watermark did not reach this batch before timeout_ms".into());
-                // Kafka's DelayedProduceMetrics: one expiration per partition still waiting.
-                if let (true, Some(t)) = (expired, self.meta.telemetry()) {
-                    t.metrics.record_produce_expiration(&p.tp);
-                }
             }
             if p.result.error.is_some() {
                 errors += 1;
@@ -192,10 +194,6 @@ impl DelayedOperation for DelayedProduce {
         let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
         drop(partitions);
         let cause = ended_by(how, results.iter().find_map(|(_, r)| r.error));
-        self.meta.completed(
-            cause,
-            results.iter().map(|(_, r)| r.error.map(|e| e.code())),
-        );
         let why = if expired {
             "expired: REQUEST_TIMED_OUT"
         } else if errors > 0 {
@@ -213,7 +211,7 @@ impl DelayedOperation for DelayedProduce {
             "completed"
         );
         if let Some(respond) = self.respond.take() {
-            respond(results);
+            respond(results, cause);
         }
     }
 

@@ -20,7 +20,9 @@ use tracing::debug;
 
 use super::ReplicaManager;
 use crate::delayed::produce::ProducePartitionStatus;
-use crate::delayed::{DelayedProduce, OpMeta, ProduceCallback, ProducePartitionResult};
+use crate::delayed::{
+    DelayedProduce, OpMeta, ProduceCallback, ProduceCompletion, ProducePartitionResult,
+};
 use crate::partition::TopicPartition;
 use crate::request::RequestContext;
 use crate::request::{Cause, TraceId};
@@ -83,7 +85,7 @@ impl ReplicaManager {
             respond(statuses.into_iter().map(|s| (s.tp, s.result)).collect());
             return;
         }
-        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms).traced(&self.telemetry);
+        let meta = OpMeta::new(ctx, "produce", &self.timer, timeout_ms);
         let park = Park {
             purgatory: "Produce",
             created_ms: meta.created_ms,
@@ -95,7 +97,15 @@ impl ReplicaManager {
             statuses.iter().map(note_of),
             Some(park),
         );
-        let op = DelayedProduce::new(meta, statuses, respond);
+        // When it completes, telemetry learns what ended it, then the handler answers.
+        let telemetry = self.telemetry.clone();
+        let trace = ctx.trace;
+        let completion: ProduceCompletion = Box::new(move |results, cause| {
+            let errors = results.iter().map(|(tp, r)| (tp, r.error));
+            telemetry.produce_completed(trace, cause, errors);
+            respond(results);
+        });
+        let op = DelayedProduce::new(meta, statuses, completion);
         let keys = op.keys();
         op.log_created(&keys);
         self.produce_purgatory

@@ -18,7 +18,8 @@ use replog::ReadError;
 
 use super::ReplicaManager;
 use crate::delayed::{
-    DelayedFetch, FetchCallback, FetchParams, FetchPartitionData, FetchPartitionStatus, OpMeta,
+    DelayedFetch, FetchCallback, FetchCompletion, FetchParams, FetchPartitionData,
+    FetchPartitionStatus, OpMeta,
 };
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::request::{Cause, RequestContext};
@@ -85,7 +86,7 @@ impl ReplicaManager {
         } else {
             "fetch"
         };
-        let meta = OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms).traced(&self.telemetry);
+        let meta = OpMeta::new(ctx, kind, &self.timer, params.max_wait_ms);
         let park = Park {
             purgatory: "Fetch",
             created_ms: meta.created_ms,
@@ -94,7 +95,15 @@ impl ReplicaManager {
         let notes = statuses.iter().map(note_of);
         self.telemetry
             .note_fetch(ctx.trace, params.replica_id, wait, notes, Some(park));
-        let op = DelayedFetch::new(meta, params, statuses, respond);
+        // When it completes, telemetry learns what ended it, then the handler answers.
+        let telemetry = self.telemetry.clone();
+        let (trace, from_follower) = (ctx.trace, params.is_from_follower());
+        let completion: FetchCompletion = Box::new(move |results, cause| {
+            let errors = results.iter().map(|(_, d)| d.error);
+            telemetry.fetch_completed(trace, cause, from_follower, errors);
+            respond(results);
+        });
+        let op = DelayedFetch::new(meta, params, statuses, completion);
         let keys = op.keys();
         op.log_created(&keys);
         self.fetch_purgatory

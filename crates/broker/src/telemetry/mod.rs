@@ -16,9 +16,10 @@
 //! one relaxed atomic add per phase histogram. No global lock; nothing is serialised or
 //! formatted until someone asks (`/api/requests`, the live view, a scrape).
 //!
-//! A request is identified down the layers by a [`TraceId`] in its
-//! [`RequestContext`]; a parked operation carries it in
-//! its `OpMeta`.
+//! A request is identified down the layers by a [`TraceId`] in its [`RequestContext`].
+//! Telemetry only observes: the replica manager calls it after each domain call, and a
+//! parked operation's completion reaches it through the callback the replica manager gave
+//! the operation (`produce_completed`, `fetch_completed`), never from inside the operation.
 
 pub mod events;
 pub mod histogram;
@@ -235,6 +236,43 @@ impl Telemetry {
                 }
             }
         });
+    }
+
+    /// A parked produce completed. Besides [`Telemetry::completed`], Kafka's
+    /// DelayedProduceMetrics count one expiration per partition its timeout answered.
+    pub fn produce_completed<'a>(
+        &self,
+        trace: TraceId,
+        cause: Cause,
+        partitions: impl Iterator<Item = (&'a TopicPartition, Option<ResponseError>)> + Clone,
+    ) {
+        if cause == Cause::Expired {
+            for (tp, error) in partitions.clone() {
+                if error == Some(ResponseError::RequestTimedOut) {
+                    self.metrics.record_produce_expiration(tp);
+                }
+            }
+        }
+        self.completed(trace, cause, partitions.map(|(_, e)| e.map(|e| e.code())));
+    }
+
+    /// A parked fetch completed. Besides [`Telemetry::completed`], Kafka's
+    /// DelayedFetchMetrics count an expiration per fetcher type (follower or consumer).
+    pub fn fetch_completed(
+        &self,
+        trace: TraceId,
+        cause: Cause,
+        from_follower: bool,
+        errors: impl IntoIterator<Item = Option<ResponseError>>,
+    ) {
+        if cause == Cause::Expired {
+            self.metrics.record_fetch_expiration(from_follower);
+        }
+        self.completed(
+            trace,
+            cause,
+            errors.into_iter().map(|e| e.map(|e| e.code())),
+        );
     }
 
     /// The response has been written (or the request needs none, or the connection
