@@ -1,0 +1,162 @@
+//! What the admin APIs answer: where each config value comes from (CreateTopics,
+//! DescribeConfigs), which keys DescribeConfigs returns and withholds, and ListOffsets
+//! refusing a partition asked for twice.
+
+use super::*;
+
+#[test]
+fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
+    // Kafka's ConfigSource: 1 = set for the topic, 4 = the broker's config, 5 = default.
+    // Leaving it at the field's default (-1) made kafka-python's admin client reject the
+    // whole CreateTopics response.
+    let apis = manual_apis();
+    for version in 5..=7 {
+        let topic = format!("sourced-{version}");
+        let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(name(&topic))
+            .with_num_partitions(1)
+            .with_replication_factor(3)
+            .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_value(Some(StrBytes::from_static_str("1")))])]);
+        let ResponseKind::CreateTopics(response) =
+            ask(&apis, version, RequestKind::CreateTopics(request))
+        else {
+            panic!("not a CreateTopics response");
+        };
+        let result = &response.topics[0];
+        assert_eq!(result.error_code, 0, "v{version}");
+        let sources: Vec<(&str, Option<&str>, i8, bool)> = result
+            .configs
+            .as_ref()
+            .expect("v5+ reports the configs")
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.value.as_deref(),
+                    c.config_source,
+                    c.read_only,
+                )
+            })
+            .collect();
+        let retention = apis.replica_manager.config.retention_bytes.to_string();
+        let max_message = apis.replica_manager.config.message_max_bytes.to_string();
+        assert_eq!(
+            sources,
+            vec![
+                ("min.insync.replicas", Some("1"), 1, false),
+                ("retention.bytes", Some(retention.as_str()), 4, false),
+                ("max.message.bytes", Some(max_message.as_str()), 4, false),
+                ("cleanup.policy", Some("delete"), 5, false),
+                ("message.timestamp.type", Some("CreateTime"), 5, true),
+            ],
+            "v{version}"
+        );
+
+        // An empty key list asks for every key, as a null one does.
+        let describe = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.clone()))
+                .with_configuration_keys(Some(vec![])),
+        ]);
+        let ResponseKind::DescribeConfigs(described) =
+            ask(&apis, 4, RequestKind::DescribeConfigs(describe))
+        else {
+            panic!("not a DescribeConfigs response");
+        };
+        // (name, ConfigSource, read only, ConfigType: 2 string, 3 int, 5 long, 7 list)
+        let entries: Vec<(&str, i8, bool, i8)> = described.results[0]
+            .configs
+            .iter()
+            .map(|c| (c.name.as_str(), c.config_source, c.read_only, c.config_type))
+            .collect();
+        // In Kafka 4.4's order (its java.util.HashMap's), not the table's.
+        assert_eq!(
+            entries,
+            vec![
+                ("min.insync.replicas", 1, false, 3),
+                ("cleanup.policy", 5, false, 7),
+                ("max.message.bytes", 4, false, 3),
+                ("message.timestamp.type", 5, true, 2),
+                ("retention.bytes", 4, false, 5),
+            ]
+        );
+    }
+}
+
+#[test]
+fn describe_configs_filters_by_the_keys_asked_for() {
+    let apis = manual_apis();
+    let describe =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(vec![
+                StrBytes::from_static_str("min.insync.replicas"),
+                StrBytes::from_static_str("no.such.key"),
+            ]))]);
+    let ResponseKind::DescribeConfigs(described) =
+        ask(&apis, 4, RequestKind::DescribeConfigs(describe))
+    else {
+        panic!("not a DescribeConfigs response");
+    };
+    let names: Vec<&str> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["min.insync.replicas"]);
+}
+
+#[test]
+fn describe_configs_withholds_the_admin_token() {
+    let apis = KafkaApis::new(ReplicaManager::new(manual_config(|c| {
+        c.admin_token = Some("s3cret".into());
+    })));
+    let describe =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("admin.token")]))]);
+    let ResponseKind::DescribeConfigs(described) =
+        ask(&apis, 4, RequestKind::DescribeConfigs(describe))
+    else {
+        panic!("not a DescribeConfigs response");
+    };
+    let token = &described.results[0].configs[0];
+    assert_eq!(token.name.as_str(), "admin.token");
+    assert!(token.is_sensitive);
+    assert_eq!(token.value, None);
+}
+
+#[test]
+fn list_offsets_refuses_a_partition_asked_for_twice() {
+    // Kafka answers INVALID_REQUEST for every entry of a partition named more than once,
+    // rather than two offsets a client cannot tell apart.
+    let apis = manual_apis();
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("twice"))
+        .with_num_partitions(2)
+        .with_replication_factor(3)]);
+    ask(&apis, 7, RequestKind::CreateTopics(create));
+    let entry = |partition: i32, timestamp: i64| {
+        ListOffsetsPartition::default()
+            .with_partition_index(partition)
+            .with_timestamp(timestamp)
+    };
+    let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+        .with_name(name("twice"))
+        .with_partitions(vec![entry(0, -1), entry(0, -2), entry(1, -1)])]);
+    let ResponseKind::ListOffsets(response) = ask(&apis, 7, RequestKind::ListOffsets(request))
+    else {
+        panic!("not a ListOffsets response");
+    };
+    let answers: Vec<(i32, i16, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.offset))
+        .collect();
+    assert_eq!(answers, vec![(0, 42, -1), (0, 42, -1), (1, 0, 0)]);
+}

@@ -1,0 +1,143 @@
+//! The handlers' tests, run through `KafkaApis::handle` without a socket, on a manual
+//! clock. By subject:
+//!
+//! - `every_version`: every handler's response encodes at every version we advertise,
+//!   from a table of requests per API;
+//! - `group_life`: one group's whole life, walked at each version of every group API;
+//! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
+//! - `hostile`: structurally valid group requests with hostile values, at every version.
+
+mod admin;
+mod every_version;
+mod group_life;
+mod hostile;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use replog::test_util::BatchBuilder;
+
+use super::{Reply, RequestContext, SUPPORTED_APIS};
+use crate::apis::KafkaApis;
+use crate::config::BrokerConfig;
+use crate::connection::encode_response;
+use crate::replica_manager::ReplicaManager;
+use crate::test_util::manual_config;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// One uncompressed v2 batch with a single record, CRC included.
+fn one_record_batch() -> Bytes {
+    BatchBuilder::new(1).bytes()
+}
+use crate::telemetry::TraceId;
+
+/// The context of an untraced request from `client_id` at `version`.
+fn context(client_id: &str, correlation_id: i32, version: i16) -> RequestContext {
+    RequestContext {
+        correlation_id,
+        client_id: client_id.into(),
+        api_version: version,
+        peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+        trace: TraceId::NONE,
+    }
+}
+
+/// A manual clock; groups complete their first rebalance on the next timer advance and
+/// `__consumer_offsets` has one replica, so its appends are replicated at once.
+fn group_test_config() -> BrokerConfig {
+    manual_config(|c| {
+        c.group_initial_rebalance_delay_ms = 0;
+        c.offsets_topic_replication_factor = 1;
+    })
+}
+
+/// Encodes `response` at `version` and decodes it back, as the connection would send it.
+fn round_trip(api: ApiKey, version: i16, response: &ResponseKind) {
+    let mut frame = encode_response(7, version, response)
+        .unwrap_or_else(|e| panic!("{api:?} v{version}: {e:#}"));
+    frame.advance(4);
+    let _header = ResponseHeader::decode_from(&mut frame, response.header_version(version));
+    ResponseKind::decode(api, &mut frame, version)
+        .unwrap_or_else(|e| panic!("{api:?} v{version} does not decode back: {e}"));
+}
+
+/// Sends a request through `KafkaApis::handle` and returns the response, advancing the manual clock
+/// if it was parked; every response is round-tripped through the codec at `version`.
+fn exchange(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
+    let api = request_api(&request);
+    let ctx = context("flow", 7, version);
+    let response = match apis.handle(&ctx, request) {
+        Reply::Now(r) => *r,
+        Reply::Later(mut rx) => {
+            apis.replica_manager.timer.advance_by(1);
+            rx.try_recv()
+                .unwrap_or_else(|_| panic!("{api:?} v{version}: parked reply never came"))
+        }
+        _ => panic!("{api:?} v{version}: no response"),
+    };
+    round_trip(api, version, &response);
+    response
+}
+
+fn request_api(request: &RequestKind) -> ApiKey {
+    match request {
+        RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
+        RequestKind::JoinGroup(_) => ApiKey::JoinGroup,
+        RequestKind::SyncGroup(_) => ApiKey::SyncGroup,
+        RequestKind::Heartbeat(_) => ApiKey::Heartbeat,
+        RequestKind::LeaveGroup(_) => ApiKey::LeaveGroup,
+        RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
+        RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
+        RequestKind::ListGroups(_) => ApiKey::ListGroups,
+        RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
+        RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
+        RequestKind::Metadata(_) => ApiKey::Metadata,
+        other => panic!("unexpected request {other:?}"),
+    }
+}
+
+/// `version` within an API's advertised range.
+fn clamp(api: ApiKey, version: i16) -> i16 {
+    let (min, max) = crate::handlers::supported_range(api).expect("advertised");
+    version.clamp(min, max)
+}
+
+trait DecodeFrom: Sized {
+    fn decode_from(buf: &mut Bytes, version: i16) -> Self;
+}
+
+impl DecodeFrom for ResponseHeader {
+    fn decode_from(buf: &mut Bytes, version: i16) -> Self {
+        <ResponseHeader as kafka_protocol::protocol::Decodable>::decode(buf, version)
+            .expect("response header")
+    }
+}
+
+fn manual_apis() -> Arc<KafkaApis> {
+    KafkaApis::new(ReplicaManager::new(manual_config(|_| {})))
+}
+
+fn ask(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
+    let ctx = context("test", 7, version);
+    match apis.handle(&ctx, request) {
+        Reply::Now(r) => *r,
+        _ => panic!("expected an immediate response"),
+    }
+}
