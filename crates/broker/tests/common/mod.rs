@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use followersim::wire::KafkaConnection;
@@ -14,7 +15,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, ProduceResponse};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use purgatory::config::{BrokerConfig, ClockMode};
 use purgatory::replica_manager::ReplicaManager;
 use purgatory::Broker;
@@ -271,4 +272,20 @@ pub fn long_poll(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) ->
                 .with_partition(0)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1 << 20)])])
+}
+
+/// Kafka error codes the tests expect.
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+
+pub const INVALID_RECORD: i16 = 87;
+
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+/// Reads the next response, failing instead of hanging if the broker parked the request.
+pub async fn answered<Req: Request>(conn: &mut KafkaConnection, version: i16) -> Req::Response {
+    tokio::time::timeout(Duration::from_secs(10), conn.read_response::<Req>(version))
+        .await
+        .expect("answered at once, not parked")
+        .expect("a response")
+        .1
 }
