@@ -24,7 +24,7 @@
 //!
 //! Start with [`Timer`] (schedule closures, cancel them) and [`Purgatory`] (park
 //! operations). The crate's README draws the wheel and states its guarantees;
-//! `BENCHMARKS.md` has the measurements.
+//! `docs/performance.md` (at the repository root) has the measurements.
 
 #![warn(missing_docs)]
 

@@ -166,7 +166,7 @@ impl<T> TimingWheel<T> {
         } else {
             // Through a buffer kept between chunks (`TimingWheel::chunk`): a 32 KiB buffer
             // allocated and freed per chunk cost the purgatory workload about 5 % of its
-            // rate (see BENCHMARKS.md).
+            // rate (see docs/performance.md).
             let mut items = std::mem::take(&mut self.chunk);
             self.list_mut(id).take_tail(max, &mut items);
             let dead = self.place_all(&items, &mut moved);

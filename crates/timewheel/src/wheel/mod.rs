@@ -53,7 +53,7 @@
 //! queue, so the queue holds exactly the buckets with live timers and a driver never wakes
 //! for nothing. A cancel itself touches the slot and nothing else that can miss the cache,
 //! which lets the processor overlap several cancels' misses (this pays about 40 % on
-//! random cancels, see `BENCHMARKS.md`).
+//! random cancels, see `docs/performance.md`).
 //!
 //! Flushes skip tombstones; a list that keeps receiving timers is compacted when it is
 //! full and half tombstones. An item is current only while its slot holds the generation
