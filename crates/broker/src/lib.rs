@@ -30,7 +30,6 @@ pub mod apis;
 pub mod config;
 pub mod connection;
 pub mod coordinator;
-pub mod ctl;
 pub mod delayed;
 pub mod followers;
 pub mod handlers;

@@ -1,4 +1,5 @@
-//! The `purgatory` command: run the broker (`serve`, the default).
+//! The `purgatory` command: run the broker (`serve`, the default), or talk to a running
+//! one's admin API (`ctl`).
 
 use std::path::PathBuf;
 
@@ -6,10 +7,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use purgatory::admin::{self, AdminState};
 use purgatory::config::{BrokerConfig, ClockMode};
-use purgatory::ctl;
 use purgatory::followers::EmbeddedFollowers;
 use purgatory::Broker;
 use tracing_subscriber::EnvFilter;
+
+mod ctl;
 
 /// A mock Kafka broker that makes delayed operations real and visible.
 #[derive(Parser)]

@@ -7,15 +7,45 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 
 use common::{create_topic, producer, spawn_send, wait_until, TestBroker};
 use followersim::scenario::{Action, Scenario};
 use followersim::{FollowerConfig, FollowerState};
 use purgatory::admin::{self, AdminState};
-use purgatory::ctl;
 use purgatory::followers::EmbeddedFollowers;
 use serde_json::Value;
+
+/// One HTTP/1.1 request to the admin API: (status, body). The admin API answers with a
+/// complete body and `Connection: close`, so reading to the end is the whole answer.
+fn http(
+    admin: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(admin)?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n{auth}Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw.as_str(), ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
 
 struct Cluster {
     tb: TestBroker,
@@ -50,7 +80,7 @@ impl Cluster {
 
     /// `GET /api/state`, as a person (or the web view) would read it.
     fn state(&self) -> Value {
-        let (status, body) = ctl::http(&self.admin, "GET", "/api/state", "", None).expect("state");
+        let (status, body) = http(&self.admin, "GET", "/api/state", "", None).expect("state");
         assert_eq!(status, 200);
         serde_json::from_str(&body).expect("JSON")
     }
@@ -249,7 +279,7 @@ async fn crashed_follower_restarts_from_zero_catches_up_and_rejoins() {
 async fn admin_token_is_required_for_state_changing_calls() {
     let c = Cluster::start(Some("s3cret")).await;
     let post = |path: &str, body: &str, token: Option<&str>| {
-        ctl::http(&c.admin, "POST", path, body, token).expect("HTTP")
+        http(&c.admin, "POST", path, body, token).expect("HTTP")
     };
 
     // Connected first, so that "still running" below says the refused calls changed nothing.
@@ -295,9 +325,7 @@ async fn admin_token_is_required_for_state_changing_calls() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(c.followers.get(2).unwrap().status().fetch_delay_ms, 250);
     assert_eq!(
-        ctl::http(&c.admin, "GET", "/api/state", "", None)
-            .unwrap()
-            .0,
+        http(&c.admin, "GET", "/api/state", "", None).unwrap().0,
         200
     );
 }

@@ -24,7 +24,7 @@ use crate::log::PartitionLog;
 pub use crate::state::FollowerCounters;
 use crate::state::{Control, Desired, ReplicaState, Shared, TopicPartition};
 use parking_lot::Mutex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tracing::{info, Instrument};
@@ -290,7 +290,7 @@ impl FollowerHandle {
 }
 
 /// What a follower is doing, as reported by [`FollowerHandle::status`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FollowerState {
     /// Connected and fetching.
@@ -305,8 +305,9 @@ pub enum FollowerState {
     Stopped,
 }
 
-/// A snapshot of one follower. Serializes to JSON for the broker's admin API.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A snapshot of one follower. Serializes to JSON for the broker's admin API (and
+/// `purgatory ctl` reads it back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FollowerStatus {
     /// The follower's replica id.
     pub replica_id: i32,
@@ -342,7 +343,7 @@ impl FollowerStatus {
 }
 
 /// One partition as a follower sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStatus {
     /// Topic name.
     pub topic: String,

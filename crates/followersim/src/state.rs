@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::config::FollowerConfig;
@@ -68,7 +68,7 @@ pub(crate) struct PartitionState {
 
 /// What a follower has done since it started: kept by the fetch task, shown as is in
 /// its status.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FollowerCounters {
     /// Fetch requests sent since start.
     pub fetches_sent: u64,

@@ -2,13 +2,14 @@
 //!
 //! The broker's state API and web view show, live, which bucket of which wheel level a
 //! request's timeout sits in and which keys an operation watches. These plain structs are
-//! what they serialise (with `serde`); taking one copies a few counters and lists under
-//! the owner's lock, so it is cheap enough to poll but not meant for a hot path.
+//! what they serialise (with `serde`), and what `purgatory ctl` reads back from that JSON;
+//! taking one copies a few counters and lists under the owner's lock, so it is cheap
+//! enough to poll but not meant for a hot path.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A picture of a [`Timer`](crate::Timer)'s wheel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WheelSnapshot {
     /// The timer's clock, in milliseconds (manual clock: the time tests advanced to;
     /// system clock: milliseconds since the timer started).
@@ -34,7 +35,7 @@ pub struct WheelSnapshot {
 }
 
 /// One level of the hierarchical wheel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LevelSnapshot {
     /// 0 for the finest level.
     pub level: usize,
@@ -59,7 +60,7 @@ pub struct LevelSnapshot {
 /// fired. With incremental cascades (see [`TimingWheel`](crate::TimingWheel)) the entries
 /// of a coarse bucket move in chunks after the flush; they are added to its record while
 /// it is among the recent ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlushSnapshot {
     /// Flushes are numbered from 0 since the wheel was created.
     pub number: u64,
@@ -79,7 +80,7 @@ pub struct FlushSnapshot {
 }
 
 /// Where a pending timer sits in the wheel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WheelPosition {
     /// The bucket's level (0 for the finest).
     pub level: usize,
@@ -90,7 +91,7 @@ pub struct WheelPosition {
 }
 
 /// One non-empty bucket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketSnapshot {
     /// The level the bucket belongs to.
     pub level: usize,
@@ -103,7 +104,7 @@ pub struct BucketSnapshot {
 }
 
 /// A picture of a [`Purgatory`](crate::Purgatory).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PurgatorySnapshot {
     /// The purgatory's name (e.g. "Produce", "Fetch").
     pub name: String,
@@ -125,7 +126,7 @@ pub struct PurgatorySnapshot {
 }
 
 /// One watched key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeySnapshot {
     /// The key, formatted with `Display`.
     pub key: String,
@@ -134,7 +135,7 @@ pub struct KeySnapshot {
 }
 
 /// One pending delayed operation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingSnapshot {
     /// The keys it watches, formatted with `Display`.
     pub keys: Vec<String>,

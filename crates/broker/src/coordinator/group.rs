@@ -22,14 +22,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::member::{
     JoinCallback, JoinGroupResult, JoinedMember, MemberMetadata, SyncCallback, SyncGroupResult,
 };
 
 /// The classic group states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupState {
     /// No members (offsets may still be committed for it).
     Empty,

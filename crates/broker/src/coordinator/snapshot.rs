@@ -3,13 +3,15 @@
 //! assignment), the broker-wide counts against their caps. The delayed operations
 //! themselves (DelayedJoin, DelayedSync, DelayedHeartbeat, with what each waits for) are in
 //! the `rebalance` and `heartbeat` purgatory snapshots beside it.
+//!
+//! `purgatory ctl groups` reads this JSON back into the same structs.
 
 use std::panic::AssertUnwindSafe;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::Decodable;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::group::GroupState;
 use super::GroupCoordinator;
@@ -20,7 +22,7 @@ const MAX_PARTITIONS_SHOWN: usize = 64;
 const MAX_OFFSETS_SHOWN: usize = 64;
 
 /// The coordinator, for the state API.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GroupsSnapshot {
     /// Groups held (`group.coordinator.max.groups` caps it).
     pub total: usize,
@@ -35,7 +37,7 @@ pub struct GroupsSnapshot {
 }
 
 /// The broker-wide caps.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Limits {
     /// `group.coordinator.max.groups`.
     pub groups: usize,
@@ -46,12 +48,13 @@ pub struct Limits {
 }
 
 /// One group.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GroupSnapshot {
     /// Group id.
     pub group_id: String,
     /// Empty, PreparingRebalance, CompletingRebalance, Stable, Dead.
-    pub state: &'static str,
+    #[serde(deserialize_with = "group_state_name")]
+    pub state: GroupStateName,
     /// Since when (broker clock, ms).
     pub state_since_ms: u64,
     /// Generation.
@@ -78,8 +81,20 @@ pub struct GroupSnapshot {
     pub offsets: Vec<OffsetSnapshot>,
 }
 
+/// A group state's Kafka name, from [`GroupState::name`] (which is also how [`GroupState`]
+/// serializes). It is `&'static str` under another name on purpose: serde's derive borrows
+/// any field spelled `&'static str` from the input, which would let a snapshot be read
+/// only from JSON that lives forever. [`group_state_name`] reads it instead.
+pub type GroupStateName = &'static str;
+
+/// Reads a group's `state` back from its Kafka name, by matching it against the known
+/// states: an unknown name is an error.
+fn group_state_name<'de, D: Deserializer<'de>>(d: D) -> Result<GroupStateName, D::Error> {
+    GroupState::deserialize(d).map(GroupState::name)
+}
+
 /// One member.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MemberSnapshot {
     /// Member id.
     pub member_id: String,
@@ -110,7 +125,7 @@ pub struct MemberSnapshot {
 }
 
 /// One committed offset.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OffsetSnapshot {
     /// Topic.
     pub topic: String,
@@ -233,5 +248,26 @@ impl GroupCoordinator {
             },
             list,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_state_is_read_back_from_the_name_it_is_written_with() {
+        use GroupState::*;
+        for state in [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead] {
+            let json = serde_json::to_string(&state).expect("JSON");
+            assert_eq!(json, format!("\"{}\"", state.name()));
+            let mut de = serde_json::Deserializer::from_str(&json);
+            assert_eq!(
+                group_state_name(&mut de).expect("a known state"),
+                state.name()
+            );
+        }
+        let mut de = serde_json::Deserializer::from_str("\"Sleeping\"");
+        assert!(group_state_name(&mut de).is_err());
     }
 }

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::events::{EventKind, EventLog};
 use super::metrics::Phase;
@@ -480,7 +480,7 @@ pub struct PartitionView {
 }
 
 /// Kafka's `RequestChannel` phases of one request, in ms (`null` until known).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PhasesView {
     /// RequestQueueTimeMs: read, waiting for its handler.
     pub request_queue: Option<f64>,
@@ -497,7 +497,7 @@ pub struct PhasesView {
 }
 
 /// One step of a request's story.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepView {
     /// Milliseconds after the request arrived, if known.
     pub at_ms: Option<f64>,

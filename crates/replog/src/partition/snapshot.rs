@@ -1,11 +1,12 @@
-//! A serializable picture of a partition, for the broker's state API and the live view.
+//! A serializable picture of a partition, for the broker's state API and the live view
+//! (and read back from that JSON by `purgatory ctl`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Partition;
 
 /// One follower in a [`PartitionSnapshot`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FollowerSnapshot {
     /// Broker id.
     pub id: i32,
@@ -22,7 +23,7 @@ pub struct FollowerSnapshot {
 }
 
 /// A serializable picture of a partition, for the state API and the web view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionSnapshot {
     /// Topic name.
     pub topic: String,

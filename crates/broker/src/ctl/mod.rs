@@ -1,0 +1,175 @@
+//! `purgatory ctl`: a command-line client for the admin HTTP API.
+//!
+//! `purgatory ctl state` prints what the broker holds — partitions with their HW, LEO and
+//! ISR, the purgatories and what each parked request waits for, the timing wheel, the
+//! followers — in plain words. `purgatory ctl groups` prints the consumer groups with their
+//! members and the DelayedJoin / DelayedSync / DelayedHeartbeat each waits in.
+//! `purgatory ctl follower 2 pause` steers a follower. `purgatory ctl trace` streams each
+//! request's story as it finishes. Any failure (broker unreachable, unknown follower, bad
+//! value, an answer it cannot read) exits non-zero.
+//!
+//! The answers are read into the types the broker serializes them from (partition,
+//! purgatory, wheel, group and follower snapshots), so a field renamed on one side is a
+//! compile error or a clear error message, not a `null` in the output. Only the envelopes
+//! the broker builds with `json!` get small structs here, with just the fields printed.
+//! `--json` prints the broker's JSON as it came.
+//!
+//! This is part of the `purgatory` binary, not the library: nothing in the broker uses it.
+
+mod client;
+mod render;
+mod trace;
+
+use followersim::FollowerStatus;
+use purgatory::config::ClockMode;
+use purgatory::coordinator::GroupsSnapshot;
+use replog::PartitionSnapshot;
+use serde::Deserialize;
+use serde_json::Value;
+use timewheel::{PurgatorySnapshot, WheelSnapshot};
+
+use client::{call_json, parse};
+pub use trace::{trace, TraceOptions};
+
+/// What `ctl state` prints of `GET /api/state` (built by `admin::state_json`).
+#[derive(Debug, Deserialize)]
+struct StateAnswer {
+    broker_id: i32,
+    now_ms: u64,
+    clock: ClockMode,
+    log_bytes: u64,
+    partitions: Vec<PartitionSnapshot>,
+    #[serde(default)]
+    purgatories: Purgatories,
+    timer: WheelSnapshot,
+    followers: Vec<FollowerStatus>,
+}
+
+/// The four purgatories of `/api/state`; one that is missing is not shown.
+#[derive(Debug, Default, Deserialize)]
+struct Purgatories {
+    produce: Option<PurgatorySnapshot>,
+    fetch: Option<PurgatorySnapshot>,
+    rebalance: Option<PurgatorySnapshot>,
+    heartbeat: Option<PurgatorySnapshot>,
+}
+
+/// What `ctl groups` prints of `GET /api/state`.
+#[derive(Debug, Deserialize)]
+struct GroupsAnswer {
+    now_ms: u64,
+    groups: GroupsSnapshot,
+    #[serde(default)]
+    purgatories: GroupPurgatories,
+}
+
+/// The coordinator's purgatories, where the groups' delayed operations wait.
+#[derive(Debug, Default, Deserialize)]
+struct GroupPurgatories {
+    rebalance: Option<PurgatorySnapshot>,
+    heartbeat: Option<PurgatorySnapshot>,
+}
+
+/// `ctl groups --json`: the groups' part of `/api/state`, as the broker wrote it. A part
+/// that is missing is `null`.
+#[derive(Debug, Deserialize)]
+struct GroupsJson {
+    #[serde(default)]
+    now_ms: Value,
+    #[serde(default)]
+    groups: Value,
+    #[serde(default)]
+    purgatories: GroupsJsonPurgatories,
+}
+
+/// The two purgatories of [`GroupsJson`], as the broker wrote them.
+#[derive(Debug, Default, Deserialize)]
+struct GroupsJsonPurgatories {
+    #[serde(default)]
+    rebalance: Value,
+    #[serde(default)]
+    heartbeat: Value,
+}
+
+/// The answer to `POST /api/followers/{id}/{action}`: the follower's status after it.
+#[derive(Debug, Deserialize)]
+struct FollowerDone {
+    #[serde(default)]
+    status: Option<FollowerStatus>,
+}
+
+/// The answer to `POST /api/clock/advance`.
+#[derive(Debug, Deserialize)]
+struct ClockAdvanced {
+    now_ms: u64,
+    fired: u64,
+}
+
+/// `ctl state`: prints the broker's state (or the raw JSON).
+pub fn state(admin: &str, raw_json: bool) -> anyhow::Result<()> {
+    let answer = client::call(admin, "GET", "/api/state", "", None)?;
+    if raw_json {
+        let json: Value = parse("GET", "/api/state", &answer)?;
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    let state: StateAnswer = parse("GET", "/api/state", &answer)?;
+    print!("{}", render::state(&state));
+    Ok(())
+}
+
+/// `ctl groups`: prints every consumer group (or the raw JSON of its part of the state).
+pub fn groups(admin: &str, raw_json: bool) -> anyhow::Result<()> {
+    let answer = client::call(admin, "GET", "/api/state", "", None)?;
+    if raw_json {
+        let state: GroupsJson = parse("GET", "/api/state", &answer)?;
+        let part = serde_json::json!({
+            "now_ms": state.now_ms,
+            "groups": state.groups,
+            "rebalance": state.purgatories.rebalance,
+            "heartbeat": state.purgatories.heartbeat,
+        });
+        println!("{}", serde_json::to_string_pretty(&part)?);
+        return Ok(());
+    }
+    let state: GroupsAnswer = parse("GET", "/api/state", &answer)?;
+    print!("{}", render::groups(&state));
+    Ok(())
+}
+
+/// `ctl follower ID ACTION [VALUE]`.
+pub fn follower(
+    admin: &str,
+    token: Option<&str>,
+    id: &str,
+    action: &str,
+    value: Option<&str>,
+) -> anyhow::Result<()> {
+    let needs_value = matches!(action, "delay" | "lag" | "max-bytes");
+    if needs_value && value.is_none() {
+        anyhow::bail!("`{action}` needs a value, e.g. `purgatory ctl follower {id} {action} 250`");
+    }
+    let done: FollowerDone = call_json(
+        admin,
+        "POST",
+        &format!("/api/followers/{id}/{action}"),
+        value.unwrap_or(""),
+        token,
+    )?;
+    let state = done
+        .status
+        .map_or_else(|| "?".to_string(), |s| render::wire_name(&s.state));
+    println!("follower {id}: {action} done (now {state})");
+    Ok(())
+}
+
+/// `ctl clock advance MS`.
+pub fn advance_clock(admin: &str, token: Option<&str>, ms: u64) -> anyhow::Result<()> {
+    let result: ClockAdvanced =
+        call_json(admin, "POST", "/api/clock/advance", &ms.to_string(), token)?;
+    println!(
+        "clock advanced by {ms} ms: now {} ms, {} timer task(s) fired",
+        result.now_ms, result.fired
+    );
+    Ok(())
+}
