@@ -71,6 +71,10 @@ pub struct FollowerConfig {
     pub reconnect_backoff_max_ms: u64,
     /// `client_id` in request headers. Default `None`, meaning `followersim-replica-<id>`.
     pub client_id: Option<String>,
+    /// Follow only the partitions this broker leads (a broker runs one fetcher per leader
+    /// it follows, each connected to that leader). Default `None`: every partition that
+    /// lists this replica and is led by someone else.
+    pub leader_id: Option<i32>,
 }
 
 impl Default for FollowerConfig {
@@ -91,6 +95,7 @@ impl Default for FollowerConfig {
             reconnect_backoff_ms: 100,
             reconnect_backoff_max_ms: 2000,
             client_id: None,
+            leader_id: None,
         }
     }
 }

@@ -29,7 +29,6 @@
 //! it. Crash, restart and shutdown drop the whole session, connection included.
 
 use crate::batch::CheckedBatches;
-use crate::log::PartitionLog;
 use crate::state::{Control, Desired, PartitionState, ReplicaState, Shared, TopicPartition};
 use crate::wire::KafkaConnection;
 use anyhow::{anyhow, bail, Context, Result};
@@ -408,6 +407,9 @@ impl Session<'_> {
                 if !replicas.contains(&me) || p.leader_id.0 == me || p.leader_id.0 < 0 {
                     continue;
                 }
+                if cfg.leader_id.is_some_and(|leader| leader != p.leader_id.0) {
+                    continue; // led by a broker another of our fetchers follows
+                }
                 assigned.insert(
                     TopicPartition {
                         topic: name.clone(),
@@ -426,12 +428,11 @@ impl Session<'_> {
 
         let mut st = self.shared.replica.lock();
         check_epoch(&st, self.epoch)?;
-        let retain = cfg.retain_bytes;
         st.partitions.retain(|tp, p| {
             let keep = assigned.contains_key(tp) || unsure_topics.contains(&tp.topic);
             if !keep {
                 info!(
-                    "no longer a replica of {tp} (topic deleted or reassigned): dropping our copy, which ended at offset {}",
+                    "no longer following {tp} from this leader (topic deleted, reassigned or led elsewhere); our copy ended at offset {}",
                     p.log.log_end_offset()
                 );
             }
@@ -440,14 +441,18 @@ impl Session<'_> {
         for (tp, a) in assigned {
             match st.partitions.get_mut(&tp) {
                 None => {
+                    let Some(log) = self.shared.logs.open(&tp.topic, tp.partition) else {
+                        debug!("{tp} lists us as a replica, but we keep no copy of it (yet)");
+                        continue;
+                    };
                     info!(
-                        "now following {tp}: replicas {:?}, leader {}, ISR {:?}; replicating from offset 0",
-                        a.replicas, a.leader_id, a.isr
+                        "now following {tp}: replicas {:?}, leader {}, ISR {:?}; replicating from offset {}",
+                        a.replicas, a.leader_id, a.isr, log.log_end_offset()
                     );
                     st.partitions.insert(
                         tp,
                         PartitionState {
-                            log: PartitionLog::new(retain),
+                            log,
                             topic_id: a.topic_id,
                             leader_id: a.leader_id,
                             leader_epoch: a.leader_epoch,
@@ -462,7 +467,10 @@ impl Session<'_> {
                 Some(p) => {
                     if p.topic_id != 0 && a.topic_id != 0 && p.topic_id != a.topic_id {
                         info!("{tp} was deleted and re-created (new topic id): starting our copy again from offset 0");
-                        p.log.reset_to(0);
+                        match self.shared.logs.open(&tp.topic, tp.partition) {
+                            Some(log) => p.log = log,
+                            None => p.log.reset_to(0),
+                        }
                         p.topic_id = a.topic_id;
                     }
                     let was_in = p.isr.contains(&me);
@@ -503,8 +511,13 @@ impl Session<'_> {
                 // Lets the leader fence us if our view of its epoch is stale.
                 part = part.with_current_leader_epoch(p.leader_epoch);
             }
-            // `last_fetched_epoch` stays -1: we do not track leader epochs per batch, and
-            // -1 tells the leader to skip its log-divergence check.
+            // With the epoch of our last batch (a log that tracks epochs), the leader checks
+            // that our log has not diverged from its own and, if it has, answers where it
+            // did instead of records (KIP-320). -1 skips the check.
+            let last_fetched_epoch = p.log.last_fetched_epoch();
+            if self.versions.fetch >= 12 && last_fetched_epoch >= 0 {
+                part = part.with_last_fetched_epoch(last_fetched_epoch);
+            }
             match topics.last_mut() {
                 Some(t) if t.topic.0.as_str() == tp.topic => t.partitions.push(part),
                 _ => topics.push(
@@ -551,6 +564,9 @@ impl Session<'_> {
             // Fetch, which is what would tell the leader we have it).
             controlled_sleep(ctl, received_at, |c| c.lag_ms).await;
             self.commit(outcome.checked)?;
+        }
+        for (tp, epoch, end_offset) in outcome.diverged {
+            self.truncate_diverged(&tp, epoch, end_offset)?;
         }
         for (tp, leader_log_start) in outcome.out_of_range {
             self.reset_partition(&tp, leader_log_start).await?;
@@ -600,6 +616,8 @@ impl Session<'_> {
                 if pd.log_start_offset >= 0 {
                     p.leader_log_start_seen = pd.log_start_offset;
                 }
+                p.log
+                    .leader_progress(pd.high_watermark, pd.log_start_offset);
                 let code = pd.error_code;
                 let error = code.err();
                 if code != 0
@@ -639,6 +657,15 @@ impl Session<'_> {
                         out.back_off = true;
                         continue;
                     }
+                }
+                if pd.diverging_epoch.epoch >= 0 {
+                    // Our log holds records the leader's does not: truncate first.
+                    out.diverged.push((
+                        tp,
+                        pd.diverging_epoch.epoch,
+                        pd.diverging_epoch.end_offset,
+                    ));
+                    continue;
                 }
                 let Some(records) = pd.records.as_ref().filter(|r| !r.is_empty()) else {
                     continue;
@@ -687,11 +714,7 @@ impl Session<'_> {
             let Some(p) = st.partitions.get_mut(&tp) else {
                 continue;
             };
-            let committed = if share {
-                p.log.commit_shared(c)
-            } else {
-                p.log.commit(c)
-            };
+            let committed = p.log.commit(c, share);
             match committed {
                 Ok(o) => {
                     appended += o.batches as u64;
@@ -702,8 +725,37 @@ impl Session<'_> {
                 }
                 Err(e) => warn!("{tp}: dropped stale data: {e}"),
             }
+            // The HW a follower keeps is the leader's, capped at its own log end.
+            p.log
+                .leader_progress(p.leader_high_watermark_seen, p.leader_log_start_seen);
         }
         st.counters.batches_appended += appended;
+        Ok(())
+    }
+
+    /// Handles a `diverging_epoch` answer: the leader's log ends epoch `epoch` at
+    /// `leader_end_offset`, and ours has records past that point. Truncate to the lower of
+    /// that offset and our own end of the same epoch (or of the latest epoch below it),
+    /// then fetch from there; if the logs still differ the next answer says so again.
+    fn truncate_diverged(
+        &self,
+        tp: &TopicPartition,
+        epoch: i32,
+        leader_end_offset: i64,
+    ) -> Result<()> {
+        let mut st = self.shared.replica.lock();
+        check_epoch(&st, self.epoch)?;
+        if let Some(p) = st.partitions.get_mut(tp) {
+            let ours = p
+                .log
+                .end_offset_for_epoch(epoch)
+                .unwrap_or(leader_end_offset);
+            let before = p.log.log_end_offset();
+            let after = p.log.truncate_to(leader_end_offset.min(ours));
+            info!(
+                "{tp}: our log diverged from the leader's after epoch {epoch} (which ends at offset {leader_end_offset} on the leader): truncated offsets {after}..{before}, fetching again from {after}"
+            );
+        }
         Ok(())
     }
 
@@ -767,6 +819,8 @@ struct Examined {
     /// Checked batches, and whether they may be kept without a copy.
     checked: Vec<(TopicPartition, CheckedBatches, bool)>,
     out_of_range: Vec<(TopicPartition, i64)>,
+    /// Partitions the leader says diverged: (partition, epoch, the leader's end offset).
+    diverged: Vec<(TopicPartition, i32, i64)>,
     refresh_metadata: bool,
     back_off: bool,
 }

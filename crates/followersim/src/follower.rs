@@ -23,6 +23,7 @@ use crate::config::FollowerConfig;
 use crate::log::PartitionLog;
 pub use crate::state::FollowerCounters;
 use crate::state::{Control, Desired, ReplicaState, Shared, TopicPartition};
+use crate::store::{MemoryLogs, ReplicaLogs};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -43,6 +44,13 @@ impl Follower {
     ///
     /// If called outside a tokio runtime.
     pub fn spawn(config: FollowerConfig) -> FollowerHandle {
+        let logs = MemoryLogs::new(config.retain_bytes);
+        Self::spawn_with_logs(config, logs)
+    }
+
+    /// Like [`spawn`](Self::spawn), with the fetched data going to `logs` instead of the
+    /// follower's own in-memory copies: how a broker follows a leader into its own log.
+    pub fn spawn_with_logs(config: FollowerConfig, logs: Arc<dyn ReplicaLogs>) -> FollowerHandle {
         let control = Control {
             desired: Desired::Running,
             session: 0,
@@ -54,6 +62,7 @@ impl Follower {
         let replica_id = config.replica_id;
         let shared = Arc::new(Shared {
             config,
+            logs,
             control: watch::Sender::new(control),
             replica: Mutex::new(ReplicaState::default()),
             done: watch::Sender::new(false),
@@ -258,7 +267,8 @@ impl FollowerHandle {
     }
 
     /// A copy of this follower's log of one partition (offsets and retained batches; the
-    /// batches are reference-counted, so this is cheap). `None` if it does not follow it.
+    /// batches are reference-counted, so this is cheap). `None` if it does not follow it,
+    /// or keeps it in a broker's log rather than its own.
     pub fn partition_log(&self, topic: &str, partition: i32) -> Option<PartitionLog> {
         let key = TopicPartition {
             topic: topic.to_owned(),
@@ -269,7 +279,7 @@ impl FollowerHandle {
             .lock()
             .partitions
             .get(&key)
-            .map(|p| p.log.clone())
+            .and_then(|p| p.log.memory_copy())
     }
 
     /// Tells the follower to stop for good without waiting (usable from `Drop`).

@@ -13,7 +13,8 @@
 //! those faults over time.
 //!
 //! - [`wire`]: a small async Kafka client connection (reusable by tests).
-//! - [`batch`] and [`log`]: record batch checks and the follower's copy of a partition.
+//! - [`batch`] and [`log`]: record batch checks and the follower's copy of a partition;
+//!   [`store`]: where fetched data goes (that copy, or a broker's own log).
 //! - [`Follower`] / [`FollowerHandle`]: spawn a follower and control it while it runs.
 //! - [`scenario`]: TOML timelines of faults and the runner that plays them.
 //!
@@ -37,6 +38,7 @@ mod follower;
 pub mod log;
 pub mod scenario;
 mod state;
+pub mod store;
 pub mod test_util;
 pub mod wire;
 
@@ -50,4 +52,5 @@ pub use scenario::{
     run_scenario, run_scenario_with, run_timeline, spawn_followers, Action, Scenario,
     ScenarioFollower, Step, StepApplier,
 };
+pub use store::{MemoryLogs, ReplicaLog, ReplicaLogs};
 pub use wire::KafkaConnection;

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::config::FollowerConfig;
-use crate::log::PartitionLog;
+use crate::store::{ReplicaLog, ReplicaLogs};
+use std::sync::Arc;
 
 /// What the follower has been told to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +53,9 @@ impl std::fmt::Display for TopicPartition {
 }
 
 /// One followed partition: the local log plus what the leader last told us about it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct PartitionState {
-    pub log: PartitionLog,
+    pub log: Box<dyn ReplicaLog>,
     pub topic_id: u128,
     pub leader_id: i32,
     pub leader_epoch: i32,
@@ -99,6 +100,8 @@ pub(crate) struct ReplicaState {
 /// State shared by a follower's task and all clones of its handle.
 pub(crate) struct Shared {
     pub config: FollowerConfig,
+    /// Where fetched data goes: the follower's own logs, or a broker's.
+    pub logs: Arc<dyn ReplicaLogs>,
     pub control: watch::Sender<Control>,
     pub replica: Mutex<ReplicaState>,
     pub done: watch::Sender<bool>,

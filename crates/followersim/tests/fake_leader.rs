@@ -51,6 +51,11 @@ fn batch(base_offset: i64, records: i32) -> Vec<u8> {
 
 #[derive(Default)]
 struct FakePartition {
+    /// The leader Metadata names (0 means broker 1, the fake leader itself).
+    leader: i32,
+    /// Answer a Fetch whose `last_fetched_epoch` is this epoch, from above this end
+    /// offset, with `diverging_epoch` (epoch, end offset) instead of records.
+    diverged_at: Option<(i32, i64)>,
     replicas: Vec<i32>,
     isr: Vec<i32>,
     log_start: i64,
@@ -75,6 +80,8 @@ impl FakePartition {
 #[derive(Debug, Clone)]
 struct SeenFetch {
     replica_id: i32,
+    /// (topic, partition, last fetched epoch)
+    last_fetched_epochs: Vec<(String, i32, i32)>,
     version: i16,
     max_bytes: i32,
     /// (topic, partition, fetch offset)
@@ -255,7 +262,11 @@ impl FakeLeader {
                             .map(|(&i, p)| {
                                 MetadataResponsePartition::default()
                                     .with_partition_index(i)
-                                    .with_leader_id(BrokerId(1))
+                                    .with_leader_id(BrokerId(if p.leader == 0 {
+                                        1
+                                    } else {
+                                        p.leader
+                                    }))
                                     .with_leader_epoch(0)
                                     .with_replica_nodes(
                                         p.replicas.iter().map(|&r| BrokerId(r)).collect(),
@@ -289,9 +300,19 @@ impl FakeLeader {
                         .map(move |p| (t.topic.0.to_string(), p.partition, p.fetch_offset))
                 })
                 .collect();
+            let last_fetched_epochs = req
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| (t.topic.0.to_string(), p.partition, p.last_fetched_epoch))
+                })
+                .collect();
             let mut st = self.state.lock();
             st.fetches.push(SeenFetch {
                 replica_id: req.replica_id.0,
+                last_fetched_epochs,
                 version,
                 max_bytes: req.max_bytes,
                 offsets,
@@ -332,6 +353,15 @@ impl FakeLeader {
                     .with_high_watermark(leo)
                     .with_log_start_offset(start)
                     .with_last_stable_offset(leo);
+                if let Some((epoch, end_offset)) = p.diverged_at {
+                    if fp.last_fetched_epoch == epoch && fp.fetch_offset > end_offset {
+                        pd.diverging_epoch.epoch = epoch;
+                        pd.diverging_epoch.end_offset = end_offset;
+                        parts.push(pd);
+                        has_data = true; // answered at once
+                        continue;
+                    }
+                }
                 if fp.fetch_offset < start || fp.fetch_offset > leo {
                     parts.push(pd.with_error_code(1));
                     has_data = true; // errors answer at once
@@ -841,4 +871,183 @@ async fn runs_a_scenario_against_followers_it_spawns() {
         leader.state.lock().open_connections == 0
     })
     .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Followers that keep their data elsewhere (a broker's log), and follow one leader each
+
+/// A log kept outside the follower, as a broker keeps its replicas: it tracks the leader
+/// epoch of each batch (the `partitionLeaderEpoch` field, bytes 12..16 of a v2 batch), so
+/// the fetcher can send `last_fetched_epoch` and truncate on divergence.
+#[derive(Debug, Default)]
+struct EpochLog {
+    /// (base offset, next offset, epoch) per batch held.
+    batches: Vec<(i64, i64, i32)>,
+    truncations: Vec<(i64, i64)>,
+    leader_high_watermark: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct SharedLog(Arc<Mutex<EpochLog>>);
+
+impl followersim::ReplicaLog for SharedLog {
+    fn log_start_offset(&self) -> i64 {
+        0
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.0.lock().batches.last().map_or(0, |b| b.1)
+    }
+
+    fn commit(
+        &mut self,
+        checked: followersim::batch::CheckedBatches,
+        _shared: bool,
+    ) -> Result<followersim::log::AppendOutcome, followersim::batch::BatchError> {
+        let old = self.log_end_offset();
+        let mut log = self.0.lock();
+        let mut next = checked.first_offset;
+        for b in &checked.batches {
+            let epoch = i32::from_be_bytes([b[12], b[13], b[14], b[15]]);
+            let delta = i64::from(i32::from_be_bytes([b[23], b[24], b[25], b[26]]));
+            log.batches.push((next, next + delta + 1, epoch));
+            next += delta + 1;
+        }
+        Ok(followersim::log::AppendOutcome {
+            batches: checked.batches.len(),
+            bytes: checked.batch_bytes,
+            partial_tail_bytes: checked.partial_tail_bytes,
+            old_log_end_offset: old,
+            new_log_end_offset: checked.next_offset,
+        })
+    }
+
+    fn reset_to(&mut self, offset: i64) {
+        let mut log = self.0.lock();
+        log.batches.retain(|b| b.1 <= offset);
+    }
+
+    fn retained_bytes(&self) -> usize {
+        0
+    }
+
+    fn last_fetched_epoch(&self) -> i32 {
+        self.0.lock().batches.last().map_or(-1, |b| b.2)
+    }
+
+    fn end_offset_for_epoch(&self, epoch: i32) -> Option<i64> {
+        let log = self.0.lock();
+        let next_epoch_start = log.batches.iter().find(|b| b.2 > epoch).map(|b| b.0);
+        Some(next_epoch_start.unwrap_or_else(|| log.batches.last().map_or(0, |b| b.1)))
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> i64 {
+        let before = self.log_end_offset();
+        self.0.lock().batches.retain(|b| b.1 <= offset);
+        let after = self.log_end_offset();
+        self.0.lock().truncations.push((after, before));
+        after
+    }
+
+    fn leader_progress(&mut self, high_watermark: i64, _log_start_offset: i64) {
+        self.0.lock().leader_high_watermark = high_watermark;
+    }
+}
+
+/// Hands out the same [`SharedLog`] per partition, so the test can look inside.
+#[derive(Default)]
+struct SharedLogs(Mutex<BTreeMap<(String, i32), SharedLog>>);
+
+impl SharedLogs {
+    fn log(&self, topic: &str, partition: i32) -> SharedLog {
+        self.0
+            .lock()
+            .entry((topic.to_owned(), partition))
+            .or_default()
+            .clone()
+    }
+}
+
+impl followersim::ReplicaLogs for SharedLogs {
+    fn open(&self, topic: &str, partition: i32) -> Option<Box<dyn followersim::ReplicaLog>> {
+        Some(Box::new(self.log(topic, partition)))
+    }
+}
+
+#[tokio::test]
+async fn a_follower_of_one_leader_leaves_the_partitions_another_leads() {
+    let leader = FakeLeader::start().await;
+    leader.topic("demo", 3, &[1, 2, 3]);
+    leader.with_partition("demo", 1, |p| p.leader = 3);
+    let f = Follower::spawn(FollowerConfig {
+        leader_id: Some(1),
+        ..config(&leader, 2)
+    });
+    wait_until("following", || !f.status().partitions.is_empty()).await;
+    wait_until("fetched", || leader.answered_fetches() >= 2).await;
+    let followed: Vec<i32> = f.status().partitions.iter().map(|p| p.partition).collect();
+    assert_eq!(followed, vec![0, 2], "partition 1 is led by broker 3");
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn fetched_data_goes_into_the_logs_it_was_given() {
+    let leader = FakeLeader::start().await;
+    leader.topic("demo", 1, &[1, 2, 3]);
+    leader.append("demo", 0, 3);
+    leader.append("demo", 0, 2);
+    let logs = Arc::new(SharedLogs::default());
+    let f = Follower::spawn_with_logs(config(&leader, 2), logs.clone());
+    let log = logs.log("demo", 0);
+    wait_until("replicated into the given log", || {
+        log.0.lock().batches.len() == 2
+    })
+    .await;
+    assert_eq!(log.0.lock().batches, vec![(0, 3, 0), (3, 5, 0)]);
+    assert_eq!(leo(&f, "demo", 0), Some(5));
+    wait_until("the leader's HW passed on", || {
+        log.0.lock().leader_high_watermark == 5
+    })
+    .await;
+    // It keeps no copy of its own.
+    assert!(f.partition_log("demo", 0).is_none());
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_diverged_log_is_truncated_where_the_leader_says_and_fetched_again() {
+    // Our log holds offsets 0..5 of epoch 0; the leader (elected in epoch 1) kept only
+    // 0..3 of epoch 0, then wrote 3..7 in epoch 1.
+    let leader = FakeLeader::start().await;
+    leader.topic("demo", 1, &[1, 2, 3]);
+    leader.with_partition("demo", 0, |p| {
+        p.batches.push((0, batch(0, 3)));
+        p.batches
+            .push((3, BatchBuilder::new(4).base_offset(3, 1).build()));
+        p.diverged_at = Some((0, 3));
+    });
+    let logs = Arc::new(SharedLogs::default());
+    let log = logs.log("demo", 0);
+    log.0.lock().batches = vec![(0, 3, 0), (3, 5, 0)];
+    let f = Follower::spawn_with_logs(config(&leader, 2), logs.clone());
+    wait_until("truncated and caught up", || {
+        log.0.lock().batches == vec![(0, 3, 0), (3, 7, 1)]
+    })
+    .await;
+    assert_eq!(log.0.lock().truncations, vec![(3, 5)]);
+    let fetches = leader.fetches();
+    let first = &fetches[0];
+    assert_eq!(first.offsets, vec![("demo".to_owned(), 0, 5)]);
+    assert_eq!(
+        first.last_fetched_epochs,
+        vec![("demo".to_owned(), 0, 0)],
+        "the follower says which epoch its last batch has"
+    );
+    assert!(
+        fetches
+            .iter()
+            .any(|x| x.offsets == vec![("demo".to_owned(), 0, 3)]),
+        "it fetched again from the truncation point"
+    );
+    f.shutdown().await;
 }
