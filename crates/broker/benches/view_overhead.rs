@@ -144,11 +144,11 @@ fn main() {
                     max_bytes: 1 << 20,
                     bound: replog::ReadBound::LogEnd,
                 };
-                let partitions = vec![purgatory::replica_manager::FetchPartitionRequest {
-                    tp: TopicPartition::new("demo", 0),
-                    fetch_offset: i64::from(i) + 1,
-                    partition_max_bytes: 1 << 20,
-                }];
+                let partitions = vec![purgatory::replica_manager::FetchPartitionRequest::new(
+                    TopicPartition::new("demo", 0),
+                    i64::from(i) + 1,
+                    1 << 20,
+                )];
                 rm.fetch_messages(&ctx, params, partitions, Box::new(|_| {}));
             }
         }

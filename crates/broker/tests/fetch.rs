@@ -271,3 +271,95 @@ async fn a_fetch_answered_with_an_error_carries_no_offsets() {
     let r = conn.send(&unknown, 12).await.unwrap();
     assert_eq!(offsets(&r), (UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1));
 }
+
+/// The Fetch v12 answer's first partition for `request` (answered at once).
+async fn fetched(
+    conn: &mut KafkaConnection,
+    request: &FetchRequest,
+) -> kafka_protocol::messages::fetch_response::PartitionData {
+    conn.write_request(request, 12).await.unwrap();
+    answered::<FetchRequest>(conn, 12).await.responses[0].partitions[0].clone()
+}
+
+/// A Fetch of `topic` partition 0 from `offset` naming the two epochs.
+fn fetch_with_epochs(
+    topic: &str,
+    replica_id: i32,
+    offset: i64,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
+) -> FetchRequest {
+    let mut request = long_poll(topic, replica_id, offset, 5_000);
+    let p = &mut request.topics[0].partitions[0];
+    p.current_leader_epoch = current_leader_epoch;
+    p.last_fetched_epoch = last_fetched_epoch;
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_names_the_leader_epoch_it_believes_in_and_is_refused_when_it_is_not_ours() {
+    const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    let (tb, mut producer) = broker_with_topic("epochs", 1, &[]).await;
+    producer
+        .send(&produce("epochs", 1, 1000, batch(3, 10, None)), 9)
+        .await
+        .unwrap();
+    let mut consumer = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+
+    // The partition is in leader epoch 0: naming it, or naming none (-1), reads.
+    for current in [0, -1] {
+        let p = fetched(
+            &mut consumer,
+            &fetch_with_epochs("epochs", -1, 0, current, -1),
+        )
+        .await;
+        assert_eq!(p.error_code, 0, "current_leader_epoch {current}");
+        assert!(p.records.is_some_and(|r| !r.is_empty()));
+    }
+    // A newer epoch than ours: our metadata is the stale one. Answered at once, with no
+    // offsets, so the client refreshes its metadata instead of waiting.
+    let p = fetched(&mut consumer, &fetch_with_epochs("epochs", -1, 0, 5, -1)).await;
+    assert_eq!((p.error_code, p.high_watermark), (UNKNOWN_LEADER_EPOCH, -1));
+    assert!(p.records.is_none_or(|r| r.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_log_diverged_is_told_where_to_truncate_and_moves_nothing() {
+    let (tb, mut producer) =
+        broker_with_topic("diverged", 3, &[("min.insync.replicas", "1")]).await;
+    producer
+        .send(&produce("diverged", 1, 1000, batch(3, 10, None)), 9)
+        .await
+        .unwrap();
+    let mut follower = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    // In step with the leader: epoch 0 holds offsets 0..3 here too, so it reads (and its
+    // fetch offset is taken as its log end).
+    let p = fetched(&mut follower, &fetch_with_epochs("diverged", 2, 0, 0, 0)).await;
+    assert_eq!(p.diverging_epoch.epoch, -1, "no divergence");
+    assert!(p.records.is_some_and(|r| !r.is_empty()));
+    let leo_of_2 = || {
+        tb.rm()
+            .partition("diverged", 0)
+            .expect("partition")
+            .lock()
+            .follower(2)
+            .map(|f| f.log_end_offset)
+    };
+    assert_eq!(leo_of_2(), Some(0));
+
+    // It says it holds epoch 0 up to offset 5, but epoch 0 ends at 3 here: its last two
+    // records were never the leader's. The answer says so, at once and without records,
+    // and offset 5 is not taken as its log end offset.
+    let p = fetched(&mut follower, &fetch_with_epochs("diverged", 2, 5, 0, 0)).await;
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        (0, 3)
+    );
+    assert!(p.records.is_none_or(|r| r.is_empty()));
+    assert_eq!(
+        leo_of_2(),
+        Some(0),
+        "a diverged fetch moves no log end offset"
+    );
+}

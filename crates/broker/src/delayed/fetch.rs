@@ -74,6 +74,9 @@ pub struct FetchPartitionStatus {
     pub partition_max_bytes: usize,
     /// An error found before reading (answered as-is).
     pub error: Option<ResponseError>,
+    /// Set when the fetcher's log diverged from ours: (epoch, its end offset here),
+    /// answered at once with no records.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 /// What a fetch returns for one partition (Kafka's `FetchPartitionData`).
@@ -89,6 +92,8 @@ pub struct FetchPartitionData {
     pub log_start_offset: i64,
     /// Whole stored batches (possibly empty); `None` on error.
     pub records: Option<Bytes>,
+    /// Where the fetcher must truncate to, (epoch, end offset), if its log diverged.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 impl FetchPartitionData {
@@ -100,6 +105,7 @@ impl FetchPartitionData {
             last_stable_offset: -1,
             log_start_offset: -1,
             records: None,
+            diverging_epoch: None,
         }
     }
 }

@@ -56,6 +56,8 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
     for topic in req.topics {
         let name: Arc<str> = Arc::from(topic.topic.0.as_str());
         layout.push((topic.topic, topic.partitions.len()));
+        // Both epochs decode as -1 (not checked) below the versions that carry them
+        // (v9 and v12).
         partitions.extend(topic.partitions.into_iter().map(|p| FetchPartitionRequest {
             tp: TopicPartition {
                 topic: name.clone(),
@@ -63,6 +65,8 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
             },
             fetch_offset: p.fetch_offset,
             partition_max_bytes: p.partition_max_bytes.max(0) as usize,
+            current_leader_epoch: p.current_leader_epoch,
+            last_fetched_epoch: p.last_fetched_epoch,
         }));
     }
     let (tx, rx) = oneshot::channel();
@@ -94,7 +98,12 @@ fn build_response(
                     // error (OFFSET_OUT_OF_RANGE too), with unknown offsets: -1 for the
                     // high watermark, the last stable offset and the log start.
                     let offset = |known: i64| if data.error.is_some() { -1 } else { known };
-                    PartitionData::default()
+                    let mut answer = PartitionData::default();
+                    if let Some((epoch, end_offset)) = data.diverging_epoch {
+                        answer.diverging_epoch.epoch = epoch;
+                        answer.diverging_epoch.end_offset = end_offset;
+                    }
+                    answer
                         .with_partition_index(tp.partition)
                         .with_error_code(data.error.map_or(0, |e| e.code()))
                         .with_high_watermark(offset(data.high_watermark))

@@ -74,6 +74,7 @@ pub fn handle(
                         p.partition_index,
                         p.timestamp,
                         bound,
+                        p.current_leader_epoch,
                     ) {
                         Ok(found) => {
                             let answer = base

@@ -34,6 +34,7 @@ pub fn handle(
                         &topic.topic.0,
                         p.partition,
                         p.leader_epoch,
+                        p.current_leader_epoch,
                     ) {
                         Ok((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),
                         Err(e) => base

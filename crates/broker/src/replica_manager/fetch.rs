@@ -38,6 +38,23 @@ pub struct FetchPartitionRequest {
     pub fetch_offset: i64,
     /// The most to return for this partition.
     pub partition_max_bytes: usize,
+    /// The leader epoch the fetcher believes current (Fetch v9+; -1: not checked).
+    pub current_leader_epoch: i32,
+    /// The epoch of the last batch the fetcher holds (Fetch v12+; -1: no divergence check).
+    pub last_fetched_epoch: i32,
+}
+
+impl FetchPartitionRequest {
+    /// A fetch of `tp` from `fetch_offset` that names no epochs.
+    pub fn new(tp: TopicPartition, fetch_offset: i64, partition_max_bytes: usize) -> Self {
+        FetchPartitionRequest {
+            tp,
+            fetch_offset,
+            partition_max_bytes,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+        }
+    }
 }
 
 impl ReplicaManager {
@@ -57,19 +74,26 @@ impl ReplicaManager {
             .into_iter()
             .map(|p| {
                 let handle = self.partition(&p.tp.topic, p.tp.partition);
-                let error = match &handle {
-                    None => Some(ResponseError::UnknownTopicOrPartition),
-                    Some(h) if params.is_from_follower() => self
-                        .update_follower_fetch_state(ctx, h, params.replica_id, p.fetch_offset, now)
-                        .err(),
-                    Some(_) => None,
+                // The epochs first: a fetcher with a stale view, or whose log has diverged
+                // from ours, gets told so, and its fetch offset is not taken as its LEO.
+                let (mut error, diverging_epoch) = match &handle {
+                    None => (Some(ResponseError::UnknownTopicOrPartition), None),
+                    Some(h) => check_epochs(h, &p),
                 };
+                if let (Some(h), None, None, true) =
+                    (&handle, error, diverging_epoch, params.is_from_follower())
+                {
+                    error = self
+                        .update_follower_fetch_state(ctx, h, params.replica_id, p.fetch_offset, now)
+                        .err();
+                }
                 FetchPartitionStatus {
                     tp: p.tp,
                     handle,
                     fetch_offset: p.fetch_offset,
                     partition_max_bytes: p.partition_max_bytes,
                     error,
+                    diverging_epoch,
                 }
             })
             .collect();
@@ -141,13 +165,38 @@ impl ReplicaManager {
     }
 }
 
+/// A fetch's epochs against the partition's (Kafka's `Partition.fetchRecords`): the
+/// current leader epoch must match ours ([`super::check_leader_epoch`]); and if the
+/// fetcher names the epoch of its last batch, our log must hold that epoch up to its fetch
+/// offset. If it does not, the logs diverged (the fetcher kept records of an epoch whose
+/// leader lost them): the answer is where that epoch ends here, with no records, and the
+/// fetcher truncates to it (KIP-320).
+fn check_epochs(
+    handle: &PartitionHandle,
+    p: &FetchPartitionRequest,
+) -> (Option<ResponseError>, Option<(i32, i64)>) {
+    let log = handle.lock();
+    if let Err(e) = super::check_leader_epoch(log.leader_epoch(), p.current_leader_epoch) {
+        return (Some(e), None);
+    }
+    if p.last_fetched_epoch < 0 {
+        return (None, None);
+    }
+    let (epoch, end_offset) = log.end_offset_for_leader_epoch(p.last_fetched_epoch);
+    if epoch < p.last_fetched_epoch || end_offset < p.fetch_offset {
+        (None, Some((epoch, end_offset)))
+    } else {
+        (None, None)
+    }
+}
+
 /// Kafka's rule for answering a fetch without (further) waiting: no partitions, an error
-/// on any partition, `min_bytes == 0`, or at least `min_bytes` readable, counting each
+/// or a diverged log on any partition, `min_bytes == 0`, or at least `min_bytes` readable, counting each
 /// partition up to its `partition_max_bytes` and the whole up to `max_bytes`.
 pub fn can_respond_now(params: &FetchParams, partitions: &[FetchPartitionStatus]) -> bool {
     let mut accumulated = 0usize;
     for p in partitions {
-        if p.error.is_some() {
+        if p.error.is_some() || p.diverging_epoch.is_some() {
             return true;
         }
         let Some(handle) = p.handle.as_ref().filter(|h| !h.is_deleted()) else {
@@ -177,6 +226,17 @@ pub fn read_from_local_log(
         .map(|p| {
             let data = match (&p.handle, p.error) {
                 (_, Some(error)) => FetchPartitionData::error(error),
+                (Some(handle), None) if p.diverging_epoch.is_some() => {
+                    let log = handle.lock();
+                    FetchPartitionData {
+                        error: None,
+                        high_watermark: log.high_watermark(),
+                        last_stable_offset: log.last_stable_offset(),
+                        log_start_offset: log.log_start_offset(),
+                        records: Some(Bytes::new()),
+                        diverging_epoch: p.diverging_epoch,
+                    }
+                }
                 (Some(handle), None) if !handle.is_deleted() => {
                     let log = handle.lock();
                     let budget = p.partition_max_bytes.min(remaining);
@@ -198,6 +258,7 @@ pub fn read_from_local_log(
                                 last_stable_offset: log.last_stable_offset(),
                                 log_start_offset: log.log_start_offset(),
                                 records: Some(records),
+                                diverging_epoch: None,
                             }
                         }
                         Err(e @ ReadError::OffsetOutOfRange { .. }) => FetchPartitionData {
@@ -206,6 +267,7 @@ pub fn read_from_local_log(
                             last_stable_offset: log.last_stable_offset(),
                             log_start_offset: log.log_start_offset(),
                             records: None,
+                            diverging_epoch: None,
                         },
                     }
                 }

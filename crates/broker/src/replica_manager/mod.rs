@@ -73,6 +73,19 @@ pub struct OffsetAndTimestamp {
     pub leader_epoch: i32,
 }
 
+/// Kafka's check of a request's `current_leader_epoch` against the partition's leader
+/// epoch (`Partition.localLogWithEpochOrThrow`): -1 skips it; an older epoch means the
+/// client's metadata is stale (FENCED_LEADER_EPOCH), a newer one that ours is
+/// (UNKNOWN_LEADER_EPOCH). Either way the client refreshes its metadata and retries.
+pub fn check_leader_epoch(leader_epoch: i32, requested: i32) -> Result<(), ResponseError> {
+    match requested {
+        -1 => Ok(()),
+        r if r < leader_epoch => Err(ResponseError::FencedLeaderEpoch),
+        r if r > leader_epoch => Err(ResponseError::UnknownLeaderEpoch),
+        _ => Ok(()),
+    }
+}
+
 /// ListOffsets' special timestamps.
 pub mod list_offsets {
     /// The end of what the reader may read: the high watermark for a consumer, the log
@@ -278,11 +291,13 @@ impl ReplicaManager {
         partition: i32,
         timestamp: i64,
         bound: ReadBound,
+        current_leader_epoch: i32,
     ) -> Result<OffsetAndTimestamp, ResponseError> {
         let handle = self
             .partition(topic, partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         let log = handle.lock();
+        check_leader_epoch(log.leader_epoch(), current_leader_epoch)?;
         let found = match timestamp {
             list_offsets::LATEST => Some(match bound {
                 ReadBound::HighWatermark => (log.high_watermark(), -1),
@@ -313,12 +328,14 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
         epoch: i32,
+        current_leader_epoch: i32,
     ) -> Result<(i32, i64), ResponseError> {
         let handle = self
             .partition(topic, partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
-        let end = handle.lock().end_offset_for_leader_epoch(epoch);
-        Ok(end)
+        let log = handle.lock();
+        check_leader_epoch(log.leader_epoch(), current_leader_epoch)?;
+        Ok(log.end_offset_for_leader_epoch(epoch))
     }
 
     /// Runs `change` on a partition's log under its lock and applies `retention.bytes` (a

@@ -130,11 +130,11 @@ fn acks_all_completes_when_the_second_follower_fetches_past_the_batch() {
                 max_bytes: 1 << 20,
                 bound: replog::ReadBound::LogEnd,
             },
-            vec![FetchPartitionRequest {
-                tp: TopicPartition::new("t", 0),
-                fetch_offset: offset,
-                partition_max_bytes: 1 << 20,
-            }],
+            vec![FetchPartitionRequest::new(
+                TopicPartition::new("t", 0),
+                offset,
+                1 << 20,
+            )],
             Box::new(|_| {}),
         );
     };

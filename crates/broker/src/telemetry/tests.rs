@@ -64,11 +64,11 @@ fn follower_fetch(rm: &ReplicaManager, replica: i32, offset: i64, correlation_id
         max_bytes: 1 << 20,
         bound: ReadBound::LogEnd,
     };
-    let partitions = vec![FetchPartitionRequest {
-        tp: TopicPartition::new("demo", 0),
-        fetch_offset: offset,
-        partition_max_bytes: 1 << 20,
-    }];
+    let partitions = vec![FetchPartitionRequest::new(
+        TopicPartition::new("demo", 0),
+        offset,
+        1 << 20,
+    )];
     rm.fetch_messages(&ctx, params, partitions, Box::new(|_| {}));
 }
 
