@@ -4,14 +4,27 @@
 // changed: /api/state plus the clock, the requests that arrived or changed, and the
 // replication events since the previous frame. Everything is drawn from the latest frame.
 //
-// Every name that comes from a client (topics, client ids, groups, descriptions) is put in
-// the page with textContent or setAttribute, never parsed as HTML.
+// The panels are drawn with Preact (preact-10.29.8.mjs beside this file: the library's own
+// build, vendored, served by the broker like this file). A panel's draw describes what it
+// shows, `h(tag, attrs, ...children)`, and Preact changes in the page only what differs
+// from the panel's previous draw: a busy broker changes a few numbers per panel per frame,
+// and rebuilding the panels made the browser lay out and repaint all of them 11 times a
+// second. Lists are keyed (`key`): an item keeps its node wherever it moves, so the row
+// under the eye (or the pointer) does not take its neighbour's text when one arrives.
+//
+// Every name that comes from a client (topics, client ids, groups, descriptions) is a
+// child string or an attribute value, which Preact puts in the page as text, never parsed
+// as HTML (nothing here uses dangerouslySetInnerHTML); nodes written directly get
+// textContent.
+//
+// This file stays a classic script and loads Preact as a module: its functions are
+// globals, which scripts/bench_view.py's `floor` control replaces.
 'use strict';
 
-const SVG = 'http://www.w3.org/2000/svg';
+const PREACT = '/assets/preact-10.29.8.mjs';
+let preact = null; // the module, once loaded
+let h = null;      // preact.h
 
-// An attribute or child given as null, undefined or false is left out.
-const absent = (v) => v === null || v === undefined || v === false;
 const MAX_REQUESTS = 300;
 const MAX_EVENTS = 200;
 // Rows in the request table: the panel shows about ten; the filters reach the rest of the
@@ -28,150 +41,20 @@ let flushes = [];          // bucket flushes seen, newest first
 let lastFlushNumber = -1;
 let flashes = [];          // {level, slot, kind, until}
 let arrows = [];           // {from: level, slot, n, until}
-let prevBuckets = null;    // bucket keys of the previous frame (when the wheel has no flush log)
 let selected = null;       // {level, slot} of the selected pending operation's bucket
 
 // ------------------------------------------------------------------ small helpers
 
-// What a panel should look like is built each frame as plain objects, `h(tag, attrs,
-// ...kids)` → {tag, attrs, kids} with kids such objects or strings, and `fill` makes the
-// page match them. A busy broker changes a few numbers per panel per frame: building
-// those panels as real DOM nodes, only to copy a few numbers over and drop the rest, took
-// a third of the page's script time and made its garbage. Real nodes are made (`build`)
-// only for what is new.
-function h(tag, attrs, ...kids) {
-  const out = [];
-  for (const k of kids.flat(Infinity)) {
-    if (absent(k)) continue;
-    out.push(typeof k === 'object' ? k : String(k));
-  }
-  return { tag, attrs: attrs || {}, kids: out };
+// Draws `view` (an `h` tree, an array of them, or null) as the content of element `id`.
+function show(id, view) {
+  preact.render(view, document.getElementById(id));
 }
 
-// The real node for `want`, a string or an `h` object.
-function build(want) {
-  if (typeof want === 'string') return document.createTextNode(want);
-  const el = document.createElement(want.tag);
-  setAttrs(el, want.attrs);
-  for (const k of want.kids) el.append(build(k));
-  return el;
-}
-
-function s(tag, attrs, ...kids) {
-  const el = document.createElementNS(SVG, tag);
-  setAttrs(el, attrs);
-  for (const k of kids.flat()) {
-    if (absent(k)) continue;
-    el.append(k instanceof Node ? k : document.createTextNode(String(k)));
-  }
-  return el;
-}
-
-function setAttrs(el, attrs) {
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (absent(v)) continue;
-    // Handlers are properties (`onclick`), so that `patch` can move them to the node kept.
-    if (k.startsWith('on')) { el[k] = v; (el.handlers ||= []).push(k); }
-    else el.setAttribute(k, String(v));
-  }
-}
-
-// Replaces the children of element `id` with these real nodes (content whose nodes the
-// page keeps references to, like the wheel's rings, which later frames update in place).
-function replace(id, ...kids) {
-  const el = document.getElementById(id);
-  el.replaceChildren(...kids.flat().filter((k) => !absent(k)));
-  return el;
-}
-
-// Makes the children of element `id` look like `kids` (`h` objects or strings), changing
-// only what differs: a node of the same kind in the same place is kept and gets the new
-// attributes, handlers, text and children. Replacing a panel's nodes made the browser lay
-// out and repaint all of it 11 times a second; patching repaints the numbers.
-function fill(id, ...kids) {
-  const el = document.getElementById(id);
-  patchChildren(el, kids.flat().filter((k) => !absent(k)));
-  return el;
-}
-
-// The `data-key` of `want`, or null.
-function keyOf(want) {
-  return typeof want === 'object' ? want.attrs['data-key'] ?? null : null;
-}
-
-function patchChildren(el, kids) {
-  if (kids.length && kids.every((k) => keyOf(k) !== null)) {
-    patchKeyed(el, kids);
-    return;
-  }
-  let have = el.firstChild;
-  for (const want of kids) {
-    if (!have) el.append(build(want));
-    else if (sameKind(have, want)) { patchNode(have, want); have = have.nextSibling; }
-    else { const next = have.nextSibling; el.replaceChild(build(want), have); have = next; }
-  }
-  while (have) { const next = have.nextSibling; have.remove(); have = next; }
-}
-
-// Whether node `have` can be patched into `want`: text for text, the same element.
-function sameKind(have, want) {
-  if (typeof want === 'string') return have.nodeType === Node.TEXT_NODE;
-  return have.nodeType === Node.ELEMENT_NODE && have.localName === want.tag;
-}
-
-// Children with a `data-key` are items of a list that moves: a log that grows at the top,
-// a queue that drains at the front, operations that come and go. Matched by place, every
-// row would take its neighbour's text whenever one item arrived, so the row under the eye
-// (or the pointer) changed under it. Matched by key, an item keeps its node wherever it
-// moves: new items go in, gone ones go.
-function patchKeyed(el, kids) {
-  const byKey = new Map();
-  for (const c of el.children) if (c.hasAttribute('data-key')) byKey.set(c.getAttribute('data-key'), c);
-  let at = el.firstChild;
-  for (const want of kids) {
-    const key = String(keyOf(want));
-    const have = byKey.get(key);
-    let node;
-    if (have && sameKind(have, want)) {
-      byKey.delete(key);
-      patchNode(have, want);
-      node = have;
-    } else {
-      node = build(want);
-    }
-    if (node === at) at = at.nextSibling;
-    else el.insertBefore(node, at);
-  }
-  while (at) {
-    const next = at.nextSibling;
-    at.remove();
-    at = next;
-  }
-}
-
-function patchNode(have, want) {
-  if (typeof want === 'string') {
-    if (have.nodeValue !== want) have.nodeValue = want;
-    return;
-  }
-  const handlers = [];
-  for (const k in want.attrs) {
-    const v = want.attrs[k];
-    if (absent(v)) continue;
-    if (k.startsWith('on')) { have[k] = v; handlers.push(k); continue; }
-    const text = String(v);
-    if (have.getAttribute(k) !== text) have.setAttribute(k, text);
-  }
-  const attrs = have.attributes;
-  for (let i = attrs.length - 1; i >= 0; i--) {
-    const name = attrs[i].name;
-    if (absent(want.attrs[name])) have.removeAttribute(name);
-  }
-  for (const k of have.handlers || []) if (!handlers.includes(k)) have[k] = null;
-  have.handlers = handlers;
-  // What is being typed in an input is its `value` property, which the `value` attribute
-  // only sets until someone types: patching attributes leaves it alone.
-  patchChildren(have, want.kids);
+// A countdown to `atMs` on the broker clock, "in 1,234 ms". Drawn without children, so
+// Preact leaves its text alone: renderCountdowns writes it, on each frame and between
+// frames, in every element of class `countdown`.
+function countdown(atMs) {
+  return h('span', { class: 'countdown', 'data-at': atMs });
 }
 
 const fmt = new Intl.NumberFormat('en-US');
@@ -183,7 +66,7 @@ function dur(ms) {
 }
 
 function msText(x) {
-  if (x === null || x === undefined) return '–';
+  if (x === null) return '–';
   if (x < 0.01) return x.toFixed(3);
   if (x < 10) return x.toFixed(2);
   if (x < 1000) return x.toFixed(1);
@@ -200,31 +83,28 @@ function nowMs() {
 
 function partitionsByName() {
   const m = new Map();
-  for (const p of frame.state.partitions || []) m.set(`${p.topic}-${p.partition}`, p);
+  for (const p of frame.state.partitions) m.set(`${p.topic}-${p.partition}`, p);
   return m;
 }
 
-// Where the wheel puts a timer due at `deadline` (Kafka's TimingWheel.add): the finest
-// level whose span from its current time covers it; the slot is (deadline / tick) % size.
-// Used only when the broker's snapshot does not say.
-function bucketOf(deadline) {
-  const levels = frame.state.timer.levels || [];
-  if (!levels.length) return null;
-  const tick0 = levels[0].tick_ms;
-  for (const l of levels) {
-    if (deadline < l.current_time_ms + tick0 && l.level === 0) return null; // due now
-    if (deadline < l.current_time_ms + l.interval_ms) {
-      const slot = Math.floor(deadline / l.tick_ms) % l.wheel_size;
-      const expiration = Math.floor(deadline / l.tick_ms) * l.tick_ms;
-      return { level: l.level, slot, expiration_ms: expiration, computed: true };
-    }
-  }
-  return null;
-}
-
+// A pending operation's wheel bucket; none when its timeout is already due.
 function bucketText(b) {
   if (!b) return 'due now';
   return `L${b.level}·slot ${b.slot} (flush @${n(b.expiration_ms)})`;
+}
+
+// Who sent a request: a follower by its replica id, a client by its client id.
+function who(r) {
+  return r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
+}
+
+function setIfChanged(el, name, value) {
+  const v = String(value);
+  if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
+function textIfChanged(el, text) {
+  if (el.textContent !== text) el.textContent = text;
 }
 
 // ------------------------------------------------------------------ controls
@@ -333,44 +213,25 @@ function onFrame(f) {
   render();
 }
 
-// New bucket flushes: from the wheel's flush log when it has one, else from buckets that
-// were there in the previous frame and have been flushed since.
+// New bucket flushes, from the wheel's flush log (its last 64, numbered).
 function noteFlushes() {
-  const timer = frame.state.timer;
   const now = performance.now();
-  if (Array.isArray(timer.flushes)) {
-    const fresh = timer.flushes.filter((x) => x.number > lastFlushNumber);
-    if (fresh.length) lastFlushNumber = fresh[fresh.length - 1].number;
-    flushesPace.note(fresh.length);
-    const first = flushes.length === 0 && window.purgatoryFrames === 1;
-    for (const x of fresh) {
-      // Flushes from before the page opened go in the log without animation.
-      flushes.unshift({ ...x, fresh: first ? 0 : now });
-      if (first) continue;
-      if (x.moved_down > 0) {
-        flashes.push({ level: x.level, slot: x.slot, kind: 'cascade', until: now + 1500 });
-        // One arrow per level: the latest cascade from it.
-        arrows = arrows.filter((a) => a.level !== x.level);
-        arrows.push({ level: x.level, slot: x.slot, n: x.moved_down, until: now + 1800 });
-      } else if (x.fired > 0) {
-        flashes.push({ level: x.level, slot: x.slot, kind: 'fire', until: now + 900 });
-      }
+  const fresh = frame.state.timer.flushes.filter((x) => x.number > lastFlushNumber);
+  if (fresh.length) lastFlushNumber = fresh[fresh.length - 1].number;
+  flushesPace.note(fresh.length);
+  // Flushes from before the page opened go in the log without animation.
+  const first = window.purgatoryFrames === 1;
+  for (const x of fresh) {
+    flushes.unshift({ ...x, fresh: first ? 0 : now });
+    if (first) continue;
+    if (x.moved_down > 0) {
+      flashes.push({ level: x.level, slot: x.slot, kind: 'cascade', until: now + 1500 });
+      // One arrow per level: the latest cascade from it.
+      arrows = arrows.filter((a) => a.level !== x.level);
+      arrows.push({ level: x.level, slot: x.slot, n: x.moved_down, until: now + 1800 });
+    } else if (x.fired > 0) {
+      flashes.push({ level: x.level, slot: x.slot, kind: 'fire', until: now + 900 });
     }
-  } else {
-    const keys = new Map((timer.buckets || []).map((b) => [`${b.level}/${b.slot}/${b.expiration_ms}`, b]));
-    if (prevBuckets) {
-      for (const [k, b] of prevBuckets) {
-        if (!keys.has(k) && b.expiration_ms <= timer.current_time_ms) {
-          flushes.unshift({ level: b.level, slot: b.slot, expiration_ms: b.expiration_ms, entries: b.entries, at_ms: timer.current_time_ms, fresh: now });
-          flashes.push({ level: b.level, slot: b.slot, kind: b.level > 0 ? 'cascade' : 'fire', until: now + 1200 });
-          if (b.level > 0) {
-            arrows = arrows.filter((a) => a.level !== b.level);
-            arrows.push({ level: b.level, slot: b.slot, n: b.entries, until: now + 1800 });
-          }
-        }
-      }
-    }
-    prevBuckets = keys;
   }
   flushes = flushes.slice(0, 40);
 }
@@ -441,8 +302,9 @@ const requestsPace = new Pace('requests-pace', 250, () => renderRequests());
 const eventsPace = new Pace('events-pace', 0, () => renderEvents());
 const flushesPace = new Pace('flushes-pace', 0, () => renderFlushes());
 
-// What each section was last drawn from: a section whose inputs are unchanged is left as
-// it is (a busy broker sends 11 frames a second, and most of a frame repeats the last).
+// What each section was last drawn from: a section whose inputs are unchanged is not drawn
+// again (a busy broker sends 11 frames a second, and most of a frame repeats the last;
+// comparing the inputs costs less than having Preact compare the panels).
 const drawn = {};
 
 // Calls `draw` unless `key` is what the section was last drawn from.
@@ -458,8 +320,8 @@ function render() {
   // The wheel moves with time only through frames; flashes and arrows fade between them.
   const timer = { ...st.timer, now_ms: 0 };
   const marks = [flashes.map((f) => [f.level, f.slot, f.kind]), arrows.map((a) => [a.level, a.slot, a.n])];
-  redraw('wheel', JSON.stringify([timer, marks, selected, producePending(st)]), renderWheel);
-  // Countdowns are moved on by the timer below, not by redrawing.
+  redraw('wheel', JSON.stringify([timer, marks, selected, st.purgatories.produce.pending_buckets]), renderWheel);
+  // Countdowns are moved on by renderCountdowns, not by redrawing.
   redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
   redraw('groups', JSON.stringify(st.groups), renderGroups);
   redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
@@ -471,18 +333,6 @@ function render() {
   if (newestFlush !== drawn.flushes) { drawn.flushes = newestFlush; flushesPace.schedule(); }
   requestsPace.schedule();
   renderCountdowns();
-}
-
-// The deadlines of parked produces (the wheel outlines their buckets).
-function producePending(st) {
-  const out = [];
-  for (const p of Object.values(st.purgatories || {})) {
-    if (p && p.name === 'Produce') {
-      for (const op of p.pending || []) out.push(op.deadline_ms);
-      for (const b of p.pending_buckets || []) out.push(`${b.level}/${b.slot}`);
-    }
-  }
-  return out;
 }
 
 function renderClock() {
@@ -510,84 +360,50 @@ function arcPath(cx, cy, r0, r1, a0, a1) {
 
 // The wheel's geometry: ring radii, width per level, title space.
 const WHEEL = { R: 64, r0: 40, W: 2 * 64 + 34, top: 30, H: 2 * 64 + 30 + 34 };
-let wheelView = null; // {shape, rings: [{cx, cy, segs: [{path, title, count}], hand, now, moved}], arrows}
+let wheelShape = null; // {key, rings: [{cx, cy, segs: [{d, x, y}]}]}
 
-function setIfChanged(el, name, value) {
-  const v = String(value);
-  if (el.getAttribute(name) !== v) el.setAttribute(name, v);
-}
-
-function textIfChanged(el, text) {
-  if (el.textContent !== text) el.textContent = text;
-}
-
-// The rings of a wheel with these levels, empty, put in the page.
-function buildWheel(levels, shape) {
-  const { R, r0, W, top, H } = WHEEL;
-  const svg = s('svg', { viewBox: `0 0 ${Math.max(1, levels.length) * W} ${H}`, role: 'img', 'aria-label': 'hierarchical timing wheel' });
-  svg.append(s('defs', {}, s('marker', { id: 'arrowhead', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
-    s('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#2563eb' }))));
+// Where the rings and their segments go, computed again only when the wheel's levels
+// change (overflow levels appear on demand), not on every frame.
+function wheelGeometry(levels) {
+  const key = JSON.stringify(levels.map((l) => [l.level, l.tick_ms, l.wheel_size]));
+  if (wheelShape && wheelShape.key === key) return wheelShape;
+  const { R, r0, W, top } = WHEEL;
   const rings = levels.map((l, i) => {
     const cx = i * W + W / 2, cy = top + R;
     const size = l.wheel_size;
-    const g = s('g', { class: 'ring', 'data-level': l.level });
-    g.append(s('text', { x: cx, y: 12, 'text-anchor': 'middle', class: 'ring-title' }, `level ${l.level}`));
-    g.append(s('text', { x: cx, y: 25, 'text-anchor': 'middle', class: 'ring-sub' }, `tick ${dur(l.tick_ms)} × ${size} = ${dur(l.interval_ms)}`));
     const segs = [];
     for (let slot = 0; slot < size; slot++) {
       const a0 = -Math.PI / 2 + (slot * 2 * Math.PI) / size;
       const a1 = a0 + (2 * Math.PI) / size;
-      const title = s('title', {});
-      const path = s('path', { d: arcPath(cx, cy, r0, R, a0, a1), class: 'seg', 'data-level': l.level, 'data-slot': slot, 'data-entries': 0 }, title);
       const am = (a0 + a1) / 2, rm = (R + r0) / 2;
-      const count = s('text', { x: (cx + rm * Math.cos(am)).toFixed(2), y: (cy + rm * Math.sin(am) + 3).toFixed(2), 'text-anchor': 'middle', class: 'seg-count' });
-      g.append(path);
-      segs.push({ path, title, count });
+      segs.push({ d: arcPath(cx, cy, r0, R, a0, a1), x: (cx + rm * Math.cos(am)).toFixed(2), y: (cy + rm * Math.sin(am) + 3).toFixed(2) });
     }
-    for (const seg of segs) g.append(seg.count);
-    const hand = s('line', { x1: cx, y1: cy, x2: cx, y2: cy - r0 + 4, class: 'hand' });
-    const now = s('text', { x: cx, y: top + 2 * R + 14, 'text-anchor': 'middle', class: 'ring-sub' });
-    const moved = s('text', { x: cx, y: top + 2 * R + 27, 'text-anchor': 'middle', class: 'ring-sub' });
-    g.append(hand, s('circle', { cx, cy, r: 3, fill: '#1d2330' }), now, moved);
-    svg.append(g);
-    return { cx, cy, segs, hand, now, moved };
+    return { cx, cy, segs };
   });
-  const arrows = s('g', { class: 'arrows' });
-  svg.append(arrows);
-  replace('wheel', svg);
-  return { shape, rings, arrows };
+  wheelShape = { key, rings };
+  return wheelShape;
 }
 
 function renderWheel() {
   const timer = frame.state.timer;
-  const levels = timer.levels || [];
-  const buckets = timer.buckets || [];
+  const { levels, buckets } = timer;
   const now = performance.now();
   flashes = flashes.filter((f) => f.until > now);
   arrows = arrows.filter((a) => a.until > now);
-  document.getElementById('wheel-summary').textContent =
-    `${n(timer.pending)} timer(s) pending · wheel time ${n(timer.current_time_ms)} ms · ${levels.length} level(s)`;
-  // The buckets holding a parked produce's timeout are outlined.
-  const produceBuckets = new Set();
-  for (const p of Object.values(frame.state.purgatories || {})) {
-    if (!p || p.name !== 'Produce') continue;
-    // A frame lists the first few pending operations and the buckets of all of them.
-    for (const b of p.pending_buckets || []) produceBuckets.add(`${b.level}/${b.slot}`);
-    for (const op of p.pending || []) {
-      const b = op.bucket || bucketOf(op.deadline_ms);
-      if (b) produceBuckets.add(`${b.level}/${b.slot}`);
-    }
-  }
-  // The rings are built once for the wheel's shape (levels appear on demand); each frame
-  // then only changes what moved: segment classes and counts, hands, labels, arrows.
-  const shape = JSON.stringify(levels.map((l) => [l.level, l.tick_ms, l.wheel_size]));
-  if (!wheelView || wheelView.shape !== shape) wheelView = buildWheel(levels, shape);
+  textIfChanged(document.getElementById('wheel-summary'),
+    `${n(timer.pending)} timer(s) pending · wheel time ${n(timer.current_time_ms)} ms · ${levels.length} level(s)`);
+  // The buckets holding a parked produce's timeout are outlined (a frame lists the first
+  // few pending operations and the buckets of all of them).
+  const produceBuckets = new Set(frame.state.purgatories.produce.pending_buckets.map((b) => `${b.level}/${b.slot}`));
+  const geometry = wheelGeometry(levels);
   const byBucket = new Map(buckets.map((b) => [`${b.level}/${b.slot}`, b]));
   const flashAt = new Map(flashes.map((f) => [`${f.level}/${f.slot}`, f.kind]));
-  levels.forEach((l, i) => {
-    const ring = wheelView.rings[i];
+  const { R, r0, W, top, H } = WHEEL;
+  const rings = levels.map((l, i) => {
+    const { cx, cy, segs } = geometry.rings[i];
     const size = l.wheel_size;
     const cursor = Math.floor(l.current_time_ms / l.tick_ms) % size;
+    const paths = [], counts = [];
     for (let slot = 0; slot < size; slot++) {
       const key = `${l.level}/${slot}`;
       const b = byBucket.get(key);
@@ -598,66 +414,63 @@ function renderWheel() {
       if (fl) cls += fl === 'fire' ? ' flash-fire' : ' flash-cascade';
       if (selected && selected.level === l.level && selected.slot === slot) cls += ' selected';
       else if (produceBuckets.has(key)) cls += ' holds-produce';
-      const seg = ring.segs[slot];
-      setIfChanged(seg.path, 'class', cls);
-      setIfChanged(seg.path, 'data-entries', b ? b.entries : 0);
-      textIfChanged(seg.title, b
-        ? `level ${l.level} slot ${slot}: ${b.entries} timer(s), flushed at ${n(b.expiration_ms)} ms`
-        : `level ${l.level} slot ${slot}: empty`);
-      textIfChanged(seg.count, b ? String(b.entries) : '');
+      paths.push(h('path', { d: segs[slot].d, class: cls, 'data-level': l.level, 'data-slot': slot, 'data-entries': b ? b.entries : 0 },
+        h('title', null, b
+          ? `level ${l.level} slot ${slot}: ${b.entries} timer(s), flushed at ${n(b.expiration_ms)} ms`
+          : `level ${l.level} slot ${slot}: empty`)));
+      counts.push(h('text', { x: segs[slot].x, y: segs[slot].y, 'text-anchor': 'middle', class: 'seg-count' }, b ? b.entries : null));
     }
     // The hand: the level's current time.
     const am = -Math.PI / 2 + ((cursor + 0.5) * 2 * Math.PI) / size;
-    setIfChanged(ring.hand, 'x2', (ring.cx + (WHEEL.r0 - 4) * Math.cos(am)).toFixed(2));
-    setIfChanged(ring.hand, 'y2', (ring.cy + (WHEEL.r0 - 4) * Math.sin(am)).toFixed(2));
     const count = buckets.filter((x) => x.level === l.level).reduce((a, x) => a + x.entries, 0);
-    textIfChanged(ring.now, `now ${n(l.current_time_ms)} · ${count} timer(s)`);
-    const moved = [];
-    if (l.cascaded !== undefined) moved.push(`${n(l.cascaded)} cascaded`);
-    if (l.fired !== undefined) moved.push(`${n(l.fired)} fired`);
-    textIfChanged(ring.moved, moved.join(' · '));
+    return h('g', { class: 'ring', 'data-level': l.level },
+      h('text', { x: cx, y: 12, 'text-anchor': 'middle', class: 'ring-title' }, `level ${l.level}`),
+      h('text', { x: cx, y: 25, 'text-anchor': 'middle', class: 'ring-sub' }, `tick ${dur(l.tick_ms)} × ${size} = ${dur(l.interval_ms)}`),
+      paths, counts,
+      h('line', { x1: cx, y1: cy, x2: (cx + (r0 - 4) * Math.cos(am)).toFixed(2), y2: (cy + (r0 - 4) * Math.sin(am)).toFixed(2), class: 'hand' }),
+      h('circle', { cx, cy, r: 3, fill: '#1d2330' }),
+      h('text', { x: cx, y: top + 2 * R + 14, 'text-anchor': 'middle', class: 'ring-sub' }, `now ${n(l.current_time_ms)} · ${count} timer(s)`),
+      h('text', { x: cx, y: top + 2 * R + 27, 'text-anchor': 'middle', class: 'ring-sub' }, `${n(l.cascaded)} cascaded · ${n(l.fired)} fired`));
   });
   // The cascade: an arrow from a flushed bucket down to the finer level.
-  const { R, top } = WHEEL;
-  if (arrows.length || wheelView.arrows.childElementCount) wheelView.arrows.replaceChildren(...arrows.flatMap((a) => {
-    const from = wheelView.rings[a.level], to = wheelView.rings[a.level - 1];
+  const cascades = arrows.flatMap((a) => {
+    const from = geometry.rings[a.level], to = geometry.rings[a.level - 1];
     if (!from || !to) return [];
     const size = levels[a.level].wheel_size;
     const am = -Math.PI / 2 + ((a.slot + 0.5) * 2 * Math.PI) / size;
     const x1 = from.cx + R * Math.cos(am), y1 = from.cy + R * Math.sin(am);
     const x2 = to.cx + R + 2, y2 = to.cy;
-    const life = Math.max(0, Math.min(1, (a.until - now) / 1800));
+    const life = Math.max(0, Math.min(1, (a.until - now) / 1800)).toFixed(2);
     const qx = (x1 + x2) / 2, qy = top + 8;
-    return [s('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life.toFixed(2) }),
-      s('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life.toFixed(2) },
-        `${a.n} → L${a.level - 1}`)];
-  }));
+    return [h('path', { d: `M ${x1} ${y1} Q ${qx} ${qy} ${x2} ${y2}`, class: 'cascade-arrow', opacity: life }),
+      h('text', { x: qx, y: top + 2 * R + 4, 'text-anchor': 'middle', class: 'cascade-label', opacity: life }, `${a.n} → L${a.level - 1}`)];
+  });
+  show('wheel', h('svg', { viewBox: `0 0 ${Math.max(1, levels.length) * W} ${H}`, role: 'img', 'aria-label': 'hierarchical timing wheel' },
+    h('defs', null, h('marker', { id: 'arrowhead', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' },
+      h('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#2563eb' }))),
+    rings,
+    h('g', { class: 'arrows' }, cascades)));
 
-  // The bucket queue.
-  const sorted = [...buckets].sort((a, b) => a.expiration_ms - b.expiration_ms);
-  const now2 = nowMs();
-  fill('bucket-queue', sorted.length ? sorted.map((b, i) =>
-    h('span', { 'data-key': `${b.level}/${b.slot}/${b.expiration_ms}`, class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
+  // The bucket queue (the buckets come in expiry order).
+  show('bucket-queue', buckets.length ? buckets.map((b, i) =>
+    h('span', { key: `${b.level}/${b.slot}/${b.expiration_ms}`, class: 'chip' + (i === 0 ? ' next' : ''), 'data-level': b.level, 'data-slot': b.slot,
       title: `level ${b.level} slot ${b.slot}: flushed at ${n(b.expiration_ms)} ms` },
-    h('b', {}, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} `,
-    h('span', { class: 'countdown', 'data-at': b.expiration_ms }, `(in ${n(Math.max(0, Math.round(b.expiration_ms - now2)))} ms)`), ` ×${b.entries}`))
+    h('b', null, `L${b.level}·s${b.slot}`), ` @${n(b.expiration_ms)} (`, countdown(b.expiration_ms), `) ×${b.entries}`))
     : h('span', { class: 'empty' }, 'empty: the driver sleeps with no deadline'));
 }
 
 // The flush log: the newest bucket flushes, those of the last 1.5 s marked.
 function renderFlushes() {
   const now = performance.now();
-  fill('flushes', flushes.length ? flushes.slice(0, 12).map((x) => {
-    const what = x.moved_down !== undefined
-      ? `${x.moved_down ? `${x.moved_down} moved down to level ${x.level - 1}` : ''}${x.moved_down && x.fired ? ', ' : ''}${x.fired ? `${x.fired} fired` : ''}${!x.moved_down && !x.fired ? 'empty' : ''}`
-      : (x.level > 0 ? `${x.entries} timer(s) moved down or fired` : `${x.entries} timer(s) fired`);
-    const key = x.number ?? `${x.level}/${x.slot}/${x.expiration_ms}`;
-    return h('li', { 'data-key': key, class: now - x.fresh < 1500 ? 'fresh' : '' }, `@${n(x.at_ms ?? x.expiration_ms)} ms · level ${x.level} slot ${x.slot} expired → ${what}`);
+  show('flushes', flushes.length ? flushes.slice(0, 12).map((x) => {
+    const what = [x.moved_down ? `${x.moved_down} moved down to level ${x.level - 1}` : null, x.fired ? `${x.fired} fired` : null]
+      .filter((t) => t).join(', ') || 'empty';
+    return h('li', { key: x.number, class: now - x.fresh < 1500 ? 'fresh' : null }, `@${n(x.at_ms)} ms · level ${x.level} slot ${x.slot} expired → ${what}`);
   }) : h('li', { class: 'empty' }, 'none yet'));
 }
 
 function opName(op) {
-  const d = op.description || '';
+  const d = op.description;
   const colon = d.indexOf(':');
   return colon > 0 && colon < 40 ? d.slice(0, colon) : 'operation';
 }
@@ -668,7 +481,7 @@ function waitsFor(op, parts) {
     const items = r.partitions.filter((p) => p.required_offset !== null).map((p) => {
       const tp = `${p.topic}-${p.partition}`;
       const hw = parts.get(tp) ? parts.get(tp).high_watermark : null;
-      return h('span', { class: 'waits' }, 'required offset ', h('b', { class: 'required-offset' }, p.required_offset), ` vs HW ${n(hw)} on `, h('span', {}, tp));
+      return h('span', { class: 'waits' }, 'required offset ', h('b', { class: 'required-offset' }, p.required_offset), ` vs HW ${n(hw)} on `, h('span', null, tp));
     });
     if (items.length) return items.flatMap((x, i) => (i ? ['; ', x] : [x]));
   }
@@ -680,91 +493,83 @@ function waitsFor(op, parts) {
       return `HW past ${p.offset} on ${tp} (HW ${part ? part.high_watermark : '?'})`;
     }).join('; ');
   }
-  const d = op.description || '';
+  const d = op.description;
   const at = d.indexOf(' waits for ');
   return at >= 0 ? d.slice(at + 11).replace(/ \[request \d+\]$/, '') : d;
 }
 
+// Selects the bucket of a pending operation: outlined in the wheel, its row marked.
+function select(bucket) {
+  selected = bucket ? { level: bucket.level, slot: bucket.slot } : null;
+  renderWheel();
+  renderPurgatories();
+  renderCountdowns();
+}
+
 function renderPurgatories() {
-  const all = frame.state.purgatories || {};
+  const all = frame.state.purgatories;
   const parts = partitionsByName();
-  // Every purgatory the broker lists (one that does not exist yet is null).
-  const order = Object.keys(all).filter((k) => all[k]).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-  const now = nowMs();
-  fill('purgatories', order.map((key) => {
+  const order = Object.keys(all).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  show('purgatories', order.map((key) => {
     const p = all[key];
-    const keys = (p.keys || []).map((k) => h('span', { class: 'chip', title: 'watch key: its watcher list' }, k.key, ' ▸ ', h('b', {}, k.watchers), ` watcher${k.watchers === 1 ? '' : 's'}`));
-    const rows = (p.pending || []).slice(0, SHOWN_PENDING).map((op) => {
+    const keys = p.keys.map((k) => h('span', { class: 'chip', title: 'watch key: its watcher list' }, k.key, ' ▸ ', h('b', null, k.watchers), ` watcher${k.watchers === 1 ? '' : 's'}`));
+    const rows = p.pending.slice(0, SHOWN_PENDING).map((op) => {
       const r = op.request;
-      const bucket = op.bucket || bucketOf(op.deadline_ms);
-      const key = r ? `r${r.seq}` : `${op.deadline_ms}/${op.description}`;
+      const bucket = op.bucket; // null: its timeout is due, in no bucket
       const isSelected = selected && bucket && selected.level === bucket.level && selected.slot === bucket.slot;
-      return h('tr', { 'data-key': key, class: isSelected ? 'pending-op selected' : 'pending-op', 'data-purgatory': p.name, 'data-request': r ? r.seq : null, 'data-deadline': op.deadline_ms,
-        onclick: () => { selected = bucket ? { level: bucket.level, slot: bucket.slot } : null; renderWheel(); } },
-      h('td', {}, r ? r.kind : opName(op)),
-      h('td', { class: 'client' }, r ? (r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id) : '–'),
+      return h('tr', { key: r ? `r${r.seq}` : `${op.deadline_ms}/${op.description}`, class: isSelected ? 'pending-op selected' : 'pending-op',
+        'data-purgatory': p.name, 'data-request': r ? r.seq : null, onclick: () => select(bucket) },
+      h('td', null, r ? r.kind : opName(op)),
+      h('td', { class: 'client' }, r ? who(r) : '–'),
       h('td', { class: 'num' }, r ? `#${r.correlation_id}` : '–'),
-      h('td', {}, waitsFor(op, parts)),
-      h('td', { class: 'num', title: `times out at ${n(op.deadline_ms)} ms on the broker clock` }, `${n(op.deadline_ms)} (in ${n(Math.max(0, Math.round(op.deadline_ms - now)))} ms)`),
-      h('td', { class: 'bucket', title: bucket && bucket.computed ? 'computed from the deadline' : 'from the wheel' }, bucketText(bucket)));
+      h('td', null, waitsFor(op, parts)),
+      h('td', { class: 'num', title: `times out at ${n(op.deadline_ms)} ms on the broker clock` }, `${n(op.deadline_ms)} (`, countdown(op.deadline_ms), ')'),
+      h('td', { class: 'bucket', title: bucket ? 'the wheel bucket its timeout sits in' : 'its timeout is due: in no bucket' }, bucketText(bucket)));
     });
-    const more = (p.pending_total || 0) - rows.length;
-    return h('div', { class: 'purgatory', 'data-purgatory': p.name },
-      h('h3', {}, `${p.name} purgatory`),
+    const more = p.pending_total - rows.length;
+    return h('div', { key, class: 'purgatory', 'data-purgatory': p.name },
+      h('h3', null, `${p.name} purgatory`),
       h('div', { class: 'counters' },
-        h('span', { title: "Kafka's PurgatorySize" }, 'watched ', h('b', {}, n(p.watched))),
-        h('span', { title: "Kafka's NumDelayedOperations" }, 'delayed ', h('b', {}, n(p.delayed))),
-        h('span', {}, 'completed ', h('b', {}, n(p.completed))),
-        h('span', {}, 'expired ', h('b', { class: 'expired-count' }, n(p.expired)))),
+        h('span', { title: "Kafka's PurgatorySize" }, 'watched ', h('b', null, n(p.watched))),
+        h('span', { title: "Kafka's NumDelayedOperations" }, 'delayed ', h('b', null, n(p.delayed))),
+        h('span', null, 'completed ', h('b', null, n(p.completed))),
+        h('span', null, 'expired ', h('b', { class: 'expired-count' }, n(p.expired)))),
       h('div', { class: 'chips', style: 'margin:3px 0' }, keys.length ? keys : h('span', { class: 'empty' }, 'no watch keys')),
       rows.length
-        ? h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'operation'), h('th', {}, 'client'), h('th', { class: 'num' }, 'corr'), h('th', {}, 'waits for'), h('th', { class: 'num' }, 'deadline ms'), h('th', {}, 'wheel bucket'))), h('tbody', {}, rows))
+        ? h('table', null, h('thead', null, h('tr', null, h('th', null, 'operation'), h('th', null, 'client'), h('th', { class: 'num' }, 'corr'), h('th', null, 'waits for'), h('th', { class: 'num' }, 'deadline ms'), h('th', null, 'wheel bucket'))), h('tbody', null, rows))
         : h('div', { class: 'empty' }, 'nothing parked'),
       more > 0 ? h('div', { class: 'muted' }, `… and ${n(more)} more`) : null);
   }));
 }
 
 function rank(key) {
-  return { produce: 0, fetch: 1, rebalance: 2, heartbeat: 3 }[key.toLowerCase()] ?? 9;
+  return { produce: 0, fetch: 1, rebalance: 2, heartbeat: 3 }[key] ?? 9;
 }
 
 // The group coordinator's groups: each with its state, generation and members (their
-// session deadlines sit in the Heartbeat purgatory above). Any other shape: as text.
+// session deadlines sit in the Heartbeat purgatory above).
 function renderGroups() {
   const groups = frame.state.groups;
-  if (groups === undefined || groups === null) { fill('groups'); return; }
-  if (!Array.isArray(groups.list)) { fill('groups', h('h3', {}, 'Consumer groups'), valueView(groups, 0)); return; }
-  const now = nowMs();
-  fill('groups', h('h3', {}, `Consumer groups (${n(groups.total)})`),
-    groups.list.length ? groups.list.map((g) => h('div', { class: 'purgatory', 'data-group': g.group_id },
-      h('div', {}, h('b', {}, g.group_id), ` · ${g.state} · generation ${g.generation_id}`,
-        g.protocol ? ` · ${g.protocol}` : '', ` · offsets in ${g.offsets_partition}`,
-        g.committed_offsets ? ` · ${g.committed_offsets} committed offset(s)` : ''),
-      (g.members || []).length ? h('table', {}, h('tbody', {}, g.members.map((m) => h('tr', {},
-        h('td', {}, m.client_id, m.leader ? ' (leader)' : ''),
+  show('groups', [h('h3', null, `Consumer groups (${n(groups.total)})`),
+    groups.list.length ? groups.list.map((g) => h('div', { key: g.group_id, class: 'purgatory', 'data-group': g.group_id },
+      h('div', null, h('b', null, g.group_id), ` · ${g.state} · generation ${g.generation_id}`,
+        g.protocol ? ` · ${g.protocol}` : null, ` · offsets in ${g.offsets_partition}`,
+        g.committed_offsets ? ` · ${g.committed_offsets} committed offset(s)` : null),
+      g.members.length ? h('table', null, h('tbody', null, g.members.map((m) => h('tr', { key: m.member_id },
+        h('td', null, m.client_id, m.leader ? ' (leader)' : null),
         h('td', { class: 'mono' }, m.member_id),
-        h('td', { class: 'num', title: 'session deadline (Heartbeat purgatory)' }, `session ends in ${n(Math.max(0, Math.round(m.session_deadline_ms - now)))} ms`),
-        h('td', {}, m.awaiting_join ? 'awaiting join' : m.awaiting_sync ? 'awaiting sync' : (m.assignment || []).join(', ')))))) : h('div', { class: 'empty' }, 'no members')))
-      : h('div', { class: 'empty' }, 'no groups'));
-}
-
-function valueView(v, depth) {
-  if (v === null || typeof v !== 'object') return h('span', {}, String(v));
-  if (depth > 4) return h('span', { class: 'mono' }, JSON.stringify(v));
-  if (Array.isArray(v)) {
-    if (!v.length) return h('span', { class: 'empty' }, 'none');
-    return h('ul', { class: 'log' }, v.map((x) => h('li', {}, valueView(x, depth + 1))));
-  }
-  return h('span', {}, Object.entries(v).map(([k, x], i) => h('span', {}, i ? ' · ' : '', h('span', { class: 'muted' }, k + ' '), valueView(x, depth + 1))));
+        h('td', { class: 'num', title: 'session deadline (Heartbeat purgatory)' }, 'session ends ', countdown(m.session_deadline_ms)),
+        h('td', null, m.awaiting_join ? 'awaiting join' : m.awaiting_sync ? 'awaiting sync' : m.assignment.join(', ')))))) : h('div', { class: 'empty' }, 'no members')))
+      : h('div', { class: 'empty' }, 'no groups')]);
 }
 
 function renderPartitions() {
-  const parts = frame.state.partitions || [];
-  fill('partitions', parts.length ? parts.map((p) => {
+  const parts = frame.state.partitions;
+  show('partitions', parts.length ? parts.map((p) => {
     const tp = `${p.topic}-${p.partition}`;
     const start = p.log_start_offset, end = Math.max(p.log_end_offset, start + 1);
     const pos = (o) => `${(100 * (o - start)) / (end - start)}%`;
-    const marks = (p.followers || []).map((f) => h('span', { class: 'mark', style: `left:calc(${pos(f.log_end_offset)} - 1px)`, title: `replica ${f.id} LEO ${f.log_end_offset}` }));
+    const marks = p.followers.map((f) => h('span', { class: 'mark', style: `left:calc(${pos(f.log_end_offset)} - 1px)`, title: `replica ${f.id} LEO ${f.log_end_offset}` }));
     const bar = h('div', { class: 'logbar', title: `log ${start}..${p.log_end_offset}, HW ${p.high_watermark}` },
       h('span', { class: 'replicated', style: `width:${pos(p.high_watermark)}` }),
       marks,
@@ -774,54 +579,58 @@ function renderPartitions() {
         ? [h('span', { class: 'leo', style: `left:${pos(p.high_watermark)}` }, `HW ${p.high_watermark}`),
           h('span', { class: 'leo end', style: 'left:100%' }, `LEO ${p.log_end_offset}`)]
         : h('span', { class: 'leo end', style: 'left:100%' }, `HW ${p.high_watermark} · LEO ${p.log_end_offset}`));
-    const rows = [h('tr', {}, h('td', {}, `${p.leader} (leader)`), h('td', { class: 'num' }, n(p.log_end_offset)), h('td', { class: 'num' }, '0'), h('td', { class: 'in-isr' }, 'in ISR'), h('td', {}, '')),
-      ...(p.followers || []).map((f) => h('tr', { 'data-replica': f.id },
-        h('td', {}, `${f.id}`), h('td', { class: 'num' }, n(f.log_end_offset)), h('td', { class: 'num' }, n(f.lag)),
+    const rows = [h('tr', null, h('td', null, `${p.leader} (leader)`), h('td', { class: 'num' }, n(p.log_end_offset)), h('td', { class: 'num' }, '0'), h('td', { class: 'in-isr' }, 'in ISR'), h('td', null, '')),
+      ...p.followers.map((f) => h('tr', { key: f.id, 'data-replica': f.id },
+        h('td', null, `${f.id}`), h('td', { class: 'num' }, n(f.log_end_offset)), h('td', { class: 'num' }, n(f.lag)),
         h('td', { class: f.in_isr ? 'in-isr' : 'out-isr' }, f.in_isr ? 'in ISR' : 'OUT'),
         h('td', { class: 'muted' }, f.last_fetch_time_ms === null ? 'never fetched' : `fetched @${n(f.last_fetch_time_ms)}`)))];
-    return h('div', { class: 'partition', 'data-tp': tp },
-      h('div', {}, h('b', {}, tp), `  LEO ${n(p.log_end_offset)} · HW `, h('b', { class: 'hw-value' }, n(p.high_watermark)),
-        ` · ISR [${(p.isr || []).join(', ')}] of [${(p.replicas || []).join(', ')}] · min ISR ${p.effective_min_isr}`),
+    return h('div', { key: tp, class: 'partition', 'data-tp': tp },
+      h('div', null, h('b', null, tp), `  LEO ${n(p.log_end_offset)} · HW `, h('b', { class: 'hw-value' }, n(p.high_watermark)),
+        ` · ISR [${p.isr.join(', ')}] of [${p.replicas.join(', ')}] · min ISR ${p.effective_min_isr}`),
       bar,
-      h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'replica'), h('th', { class: 'num' }, 'LEO'), h('th', { class: 'num' }, 'lag'), h('th', {}, 'ISR'), h('th', {}, 'last fetch'))), h('tbody', {}, rows)));
+      h('table', null, h('thead', null, h('tr', null, h('th', null, 'replica'), h('th', { class: 'num' }, 'LEO'), h('th', { class: 'num' }, 'lag'), h('th', null, 'ISR'), h('th', null, 'last fetch'))), h('tbody', null, rows)));
   }) : h('div', { class: 'empty' }, 'no topics yet: send a produce'));
 }
 
+// Each follower's fetch-delay box, by replica id, for its "set delay" button.
+const delayBoxes = new Map();
+
 function renderFollowers() {
-  const fs = frame.state.followers || [];
-  fill('followers', fs.length ? fs.map((f) => {
+  const fs = frame.state.followers;
+  show('followers', fs.length ? fs.map((f) => {
     const id = f.replica_id;
-    const delay = h('input', { type: 'number', min: 0, value: f.fetch_delay_ms, 'aria-label': `fetch delay of follower ${id}` });
-    const state = String(f.state).toLowerCase();
-    return h('div', { class: 'follower', 'data-follower': id },
-      h('span', { class: 'name' }, `replica ${id} `, h('b', { class: `state-${state}` }, state), f.connected ? '' : ' (not connected)'),
-      h('button', { onclick: () => follower(id, 'pause'), disabled: state === 'paused' ? 'disabled' : null }, 'pause'),
-      h('button', { onclick: () => follower(id, 'resume'), disabled: state === 'running' ? 'disabled' : null }, 'resume'),
+    if (!delayBoxes.has(id)) delayBoxes.set(id, preact.createRef());
+    const box = delayBoxes.get(id);
+    return h('div', { key: id, class: 'follower', 'data-follower': id },
+      h('span', { class: 'name' }, `replica ${id} `, h('b', { class: `state-${f.state}` }, f.state), f.connected ? null : ' (not connected)'),
+      h('button', { onclick: () => follower(id, 'pause'), disabled: f.state === 'paused' }, 'pause'),
+      h('button', { onclick: () => follower(id, 'resume'), disabled: f.state === 'running' }, 'resume'),
       h('button', { onclick: () => follower(id, 'crash') }, 'crash'),
       h('button', { onclick: () => follower(id, 'restart') }, 'restart'),
-      delay, h('button', { onclick: (e) => follower(id, 'delay', Math.max(0, Number(e.target.previousElementSibling.value) || 0)) }, 'set delay'));
+      // The broker's delay is the box's default value, not its value: what is being typed
+      // into it stays while frames come in.
+      h('input', { ref: box, type: 'number', min: 0, defaultValue: f.fetch_delay_ms, 'aria-label': `fetch delay of follower ${id}` }),
+      h('button', { onclick: () => follower(id, 'delay', Math.max(0, Number(box.current.value) || 0)) }, 'set delay'));
   }) : h('div', { class: 'empty' }, 'no embedded followers'));
 }
 
 function renderEvents() {
-  fill('events', events.length ? events.slice(0, 30).map((e) =>
-    h('li', { 'data-key': e.seq, class: e.kind === 'isr_shrink' ? 'err' : '' }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
+  show('events', events.length ? events.slice(0, 30).map((e) =>
+    h('li', { key: e.seq, class: e.kind === 'isr_shrink' ? 'err' : null }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
     : h('li', { class: 'empty' }, 'none yet'));
 }
 
 function causeText(r) {
   const c = r.cause;
-  let t;
   switch (c.kind) {
-    case 'follower_fetch': t = `HW ${c.high_watermark} at follower ${c.replica} fetch #${c.correlation_id} @${c.fetch_offset}`; break;
-    case 'append': t = `data appended by request ${c.request}`; break;
-    case 'isr_shrink': t = `ISR shrink moved the HW to ${c.high_watermark}`; break;
-    case 'expired': t = 'expired (timeout fired in the wheel)'; break;
-    case 'error': t = 'error'; break;
-    case 'immediate': t = r.purgatory ? 'completed at once' : 'not parked'; break;
-    default: t = r.state === 'parked' ? `parked in ${r.purgatory}…` : '–';
+    case 'follower_fetch': return `HW ${c.high_watermark} at follower ${c.replica} fetch #${c.correlation_id} @${c.fetch_offset}`;
+    case 'append': return `data appended by request ${c.request}`;
+    case 'isr_shrink': return `ISR shrink moved the HW to ${c.high_watermark}`;
+    case 'expired': return 'expired (timeout fired in the wheel)';
+    case 'error': return 'error';
+    case 'immediate': return r.purgatory ? 'completed at once' : 'not parked';
+    default: return r.state === 'parked' ? `parked in ${r.purgatory}…` : '–'; // `unknown`: not ended yet
   }
-  return t;
 }
 
 const PHASES = ['request_queue', 'local', 'remote', 'response_queue', 'response_send'];
@@ -850,19 +659,19 @@ function renderRequests() {
     .sort((a, b) => b.seq - a.seq)
     .slice(0, SHOWN_REQUESTS);
   // Rows are keyed by request: a row already shown keeps its node as newer rows push in
-  // above it, and only a request that changed (finished, say) has its cells patched.
-  fill('request-rows', rows.length ? rows.map((r) => requestRow(r, now))
-    : h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
+  // above it, and only a request that changed (finished, say) has its cells changed.
+  show('request-rows', rows.length ? rows.map((r) => requestRow(r, now))
+    : h('tr', null, h('td', { colspan: 7, class: 'empty' }, 'no requests yet')));
 }
 
 // One row of the request table.
 function requestRow(r, now) {
   const ph = r.phases_ms;
   const waiting = r.state !== 'done';
-  const total = ph.total ?? null;
+  const total = ph.total;
   const segs = PHASES.map((k) => {
     const v = ph[k];
-    if (v === null || v === undefined) return null;
+    if (v === null) return null;
     return h('span', { class: `ph ${k}`, style: `flex-grow:${Math.max(v, total ? total / 400 : 0.0001)}`, title: `${PHASE_LABEL[k]} ${msText(v)} ms` });
   });
   if (waiting && r.purgatory) segs.push(h('span', { class: 'waiting', style: 'flex-grow:1000', title: 'parked: waiting in the purgatory' }));
@@ -875,27 +684,21 @@ function requestRow(r, now) {
     if (r.request.startsWith('Fetch')) t += ` from ${p.offset}`;
     return t;
   }).join(', ');
-  const who = r.replica_id !== null && r.replica_id >= 0 ? `replica ${r.replica_id}` : r.client_id;
-  return h('tr', { 'data-key': r.seq, class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
+  return h('tr', { key: r.seq, class: `request state-${r.state}`, 'data-seq': r.seq, 'data-request': r.request, 'data-remote-ms': ph.remote ?? '', title: r.story },
     h('td', { class: 'num' }, r.seq),
-    h('td', {}, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : ''),
-    h('td', { class: 'client' }, who),
+    h('td', null, `${r.request} v${r.api_version} #${r.correlation_id}`, r.acks !== null ? ` acks=${r.acks === -1 ? 'all' : r.acks}` : null),
+    h('td', { class: 'client' }, who(r)),
     h('td', { class: 'tps' }, tps),
-    h('td', {}, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
+    h('td', null, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
     h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
     h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
 }
 
-// The countdowns to deadlines and bucket flushes, on the broker clock.
+// The countdowns to deadlines and bucket flushes, on the broker clock (see `countdown`).
 function renderCountdowns() {
   const now = nowMs();
-  for (const tr of document.querySelectorAll('tr.pending-op')) {
-    const d = Number(tr.getAttribute('data-deadline'));
-    const cell = tr.children[4];
-    if (cell) textIfChanged(cell, `${n(d)} (in ${n(Math.max(0, Math.round(d - now)))} ms)`);
-  }
-  for (const el of document.querySelectorAll('#bucket-queue .countdown')) {
-    textIfChanged(el, `(in ${n(Math.max(0, Math.round(Number(el.getAttribute('data-at')) - now)))} ms)`);
+  for (const el of document.querySelectorAll('main .countdown')) {
+    textIfChanged(el, `in ${n(Math.max(0, Math.round(Number(el.dataset.at) - now)))} ms`);
   }
 }
 
@@ -904,15 +707,19 @@ function renderCountdowns() {
 setInterval(() => {
   if (!frame || performance.now() - frameAt < 100) return;
   renderClock();
-  renderCountdowns();
   // Fading flashes and arrows, and the mark on fresh flushes.
   if (flashes.length || arrows.length) {
     drawn.wheel = null;
     renderWheel();
   }
+  renderCountdowns();
   if (flushes.length && performance.now() - flushes[0].fresh < 1700) flushesPace.schedule();
   for (const pace of [requestsPace, eventsPace, flushesPace]) pace.showPace();
 }, 100);
 
-setupControls();
-connect();
+import(PREACT).then((module) => {
+  preact = module;
+  h = module.h;
+  setupControls();
+  connect();
+}, (e) => say(`the page could not load ${PREACT}: ${e}`, true));

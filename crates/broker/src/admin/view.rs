@@ -3,7 +3,8 @@
 //! clock and a test produce.
 //!
 //! - `GET /` and `GET /assets/{file}`: the page, embedded in the binary (no build step,
-//!   nothing fetched from elsewhere).
+//!   nothing fetched from elsewhere), with the one library it draws with, Preact, vendored
+//!   beside it (`assets/preact-10.29.8.mjs`, the library's own build).
 //! - `GET /api/view/stream`: server-sent events, one `frame` event whenever something
 //!   changed, at most every 90 ms (so 11 a second while the broker is busy, none while
 //!   nothing moves; a comment every 15 s keeps the connection open).
@@ -47,6 +48,7 @@ pub use super::frames::first_frame;
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const VIEW_JS: &str = include_str!("../../assets/view.js");
 const VIEW_CSS: &str = include_str!("../../assets/view.css");
+const PREACT_JS: &str = include_str!("../../assets/preact-10.29.8.mjs");
 
 /// The page's routes.
 pub(super) fn routes() -> Router<AdminState> {
@@ -76,6 +78,7 @@ async fn asset(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "view.js" => (VIEW_JS, "text/javascript; charset=utf-8"),
         "view.css" => (VIEW_CSS, "text/css; charset=utf-8"),
+        "preact-10.29.8.mjs" => (PREACT_JS, "text/javascript; charset=utf-8"),
         _ => return error(StatusCode::NOT_FOUND, format!("no asset {file:?}")),
     };
     ([(CONTENT_TYPE, kind), (CACHE_CONTROL, "no-cache")], body).into_response()
