@@ -299,6 +299,7 @@ fn fetch_with_epochs(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetch_names_the_leader_epoch_it_believes_in_and_is_refused_when_it_is_not_ours() {
     const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    const OFFSET_OUT_OF_RANGE: i16 = 1;
     let (tb, mut producer) = broker_with_topic("epochs", 1, &[]).await;
     producer
         .send(&produce("epochs", 1, 1000, batch(3, 10, None)), 9)
@@ -321,6 +322,9 @@ async fn a_fetch_names_the_leader_epoch_it_believes_in_and_is_refused_when_it_is
     let p = fetched(&mut consumer, &fetch_with_epochs("epochs", -1, 0, 5, -1)).await;
     assert_eq!((p.error_code, p.high_watermark), (UNKNOWN_LEADER_EPOCH, -1));
     assert!(p.records.is_none_or(|r| r.is_empty()));
+    // A last fetched epoch this log has never had is out of range, as Kafka 4.4 answers.
+    let p = fetched(&mut consumer, &fetch_with_epochs("epochs", -1, 3, -1, 4)).await;
+    assert_eq!((p.error_code, p.high_watermark), (OFFSET_OUT_OF_RANGE, -1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -167,8 +167,8 @@ impl ReplicaManager {
 
 /// A fetch's epochs against the partition's (Kafka's `Partition.fetchRecords`): the
 /// current leader epoch must match ours ([`super::check_leader_epoch`]); and if the
-/// fetcher names the epoch of its last batch, our log must hold that epoch up to its fetch
-/// offset. If it does not, the logs diverged (the fetcher kept records of an epoch whose
+/// fetcher names the epoch of its last batch, our log must know that epoch (else
+/// OFFSET_OUT_OF_RANGE) and hold it up to its fetch offset. If it does not, the logs diverged (the fetcher kept records of an epoch whose
 /// leader lost them): the answer is where that epoch ends here, with no records, and the
 /// fetcher truncates to it (KIP-320).
 fn check_epochs(
@@ -183,6 +183,10 @@ fn check_epochs(
         return (None, None);
     }
     let (epoch, end_offset) = log.end_offset_for_leader_epoch(p.last_fetched_epoch);
+    if epoch == replog::UNDEFINED_EPOCH {
+        // No epoch at or below the one named is known here (Kafka 4.4 answers so).
+        return (Some(ResponseError::OffsetOutOfRange), None);
+    }
     if epoch < p.last_fetched_epoch || end_offset < p.fetch_offset {
         (None, Some((epoch, end_offset)))
     } else {

@@ -30,6 +30,7 @@ pub mod clients;
 pub mod fetch;
 pub mod group_requests;
 pub mod groups;
+pub mod leader_epochs;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offsets;
@@ -74,6 +75,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(produce::scenarios());
     all.extend(fetch::scenarios());
     all.extend(list_offsets::scenarios());
+    all.extend(leader_epochs::scenarios());
     all.extend(metadata::scenarios());
     all.extend(topics::scenarios());
     all.extend(groups::scenarios());
