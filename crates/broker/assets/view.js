@@ -243,9 +243,8 @@ function noteFlushes() {
 // over 11 times a second shows nothing. So a log is redrawn at most every `calmMs` while
 // it is calm, and once a second while more than BUSY_PER_S rows a second arrive, and its
 // heading says so. Rows that arrive in between show with the next redraw. Everything else
-// on the page follows every frame. For the request table it also saves the browser work
-// (its rows are the page's costliest: renderer time fell by about a third); for the two
-// other logs no saving was measurable.
+// on the page follows every frame. For the request table, whose rows are the page's
+// costliest to lay out, it also saves the browser work (docs/performance.md).
 const BUSY_PER_S = 40;
 const BUSY_EVERY_MS = 1000;
 
