@@ -261,6 +261,35 @@ fn invalid(reason: String) -> AppendError {
 /// Individual records inside the batch are not inspected: they may be compressed, and
 /// the broker stores them as received.
 pub fn validate_batch(batch: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, AppendError> {
+    let header = validate_replicated_batch(batch, max_batch_bytes)?;
+    if header.is_control() {
+        return Err(invalid(
+            "clients are not allowed to write control records".to_string(),
+        ));
+    }
+    if header.is_transactional() && !header.has_producer_id() {
+        return Err(invalid(
+            "transactional batch without a producer id".to_string(),
+        ));
+    }
+    if header.has_producer_id() && header.base_sequence < 0 {
+        return Err(invalid(format!(
+            "invalid sequence number {} for producer id {}",
+            header.base_sequence, header.producer_id
+        )));
+    }
+    Ok(header)
+}
+
+/// Validates one complete batch that a leader already accepted, as a follower does
+/// before appending it: magic 2, a full header, the size limit, the CRC and the
+/// offset/count consistency of [`validate_batch`], but none of its rules about what a
+/// *client* may write (control batches, producer ids, sequences), since the leader
+/// applied those and may itself write what clients may not.
+pub fn validate_replicated_batch(
+    batch: &[u8],
+    max_batch_bytes: usize,
+) -> Result<BatchHeader, AppendError> {
     let magic = read_i8(batch, field::MAGIC)
         .ok_or_else(|| invalid(format!("batch of {} bytes has no magic byte", batch.len())))?;
     if magic != MAGIC_V2 {
@@ -303,22 +332,6 @@ pub fn validate_batch(batch: &[u8], max_batch_bytes: usize) -> Result<BatchHeade
         return Err(invalid(format!(
             "inconsistent lastOffsetDelta {} and record count {}",
             header.last_offset_delta, header.record_count
-        )));
-    }
-    if header.is_control() {
-        return Err(invalid(
-            "clients are not allowed to write control records".to_string(),
-        ));
-    }
-    if header.is_transactional() && !header.has_producer_id() {
-        return Err(invalid(
-            "transactional batch without a producer id".to_string(),
-        ));
-    }
-    if header.has_producer_id() && header.base_sequence < 0 {
-        return Err(invalid(format!(
-            "invalid sequence number {} for producer id {}",
-            header.base_sequence, header.producer_id
         )));
     }
     Ok(header)

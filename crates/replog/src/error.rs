@@ -3,6 +3,14 @@
 //! Every error a partition can return corresponds to one error of the Kafka protocol
 //! (`kafka_protocol::ResponseError`, the one table of error codes the whole workspace
 //! uses), so the broker can put `error().code()` straight into a response.
+//!
+//! A partition is either its topic's leader on this broker or a follower of another
+//! broker ([`crate::Role`]). A call meant for the other role is refused with
+//! [`RoleError`] (`NOT_LEADER_OR_FOLLOWER`) and changes nothing: the broker asks
+//! [`crate::Partition::ensure_leader`] before serving a produce, as Kafka's
+//! `leaderLogIfLocal` does, and a follower's fetcher that lost a race with a
+//! leadership change gets [`FollowerAppendError::Role`] for the response it was about to
+//! append.
 //! Note what is *not* an error: an idempotent producer retrying a batch the log
 //! already holds gets a successful answer (with `duplicate = true`), exactly as Kafka
 //! acknowledges such retries with the original offsets.
@@ -134,6 +142,10 @@ pub enum FollowerError {
         /// The unknown replica id.
         replica_id: i32,
     },
+    /// This broker is not the partition's leader, so it does not track followers
+    /// (`NOT_LEADER_OR_FOLLOWER`, 6).
+    #[error(transparent)]
+    NotLeader(RoleError),
     /// The follower's fetch offset is below the log start or above the leader's log
     /// end offset (`OFFSET_OUT_OF_RANGE`, 1). A real follower then truncates or
     /// resets to the log start offset.
@@ -155,7 +167,107 @@ impl FollowerError {
     pub fn error(&self) -> ResponseError {
         match self {
             FollowerError::NotAReplica { .. } => ResponseError::NotLeaderOrFollower,
+            FollowerError::NotLeader(e) => e.error(),
             FollowerError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        }
+    }
+
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        self.error().code()
+    }
+}
+
+/// A call made to a partition in the wrong role, or a role change that would go back in
+/// leader epochs. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RoleError {
+    /// A leader-only call (produce, follower fetch, ISR check) on a follower
+    /// (`NOT_LEADER_OR_FOLLOWER`, 6): the client should refresh its metadata and go to
+    /// `leader_id`.
+    #[error(
+        "not the leader: this replica follows broker {leader_id} in leader epoch {leader_epoch}"
+    )]
+    NotLeader {
+        /// The broker this replica follows.
+        leader_id: i32,
+        /// The leader epoch it follows it in.
+        leader_epoch: i32,
+    },
+    /// A follower-only call (appending fetched records, truncating, taking the leader's
+    /// high watermark) on the leader (`NOT_LEADER_OR_FOLLOWER`, 6): a fetch response
+    /// from the previous leader that arrived after this replica was made leader.
+    #[error("not a follower: this replica is the leader in leader epoch {leader_epoch}")]
+    NotFollower {
+        /// The epoch this replica leads.
+        leader_epoch: i32,
+    },
+    /// `make_leader` or `make_follower` with a leader epoch older than the partition's
+    /// (`FENCED_LEADER_EPOCH`, 74): a stale leadership decision, arriving late.
+    #[error("leader epoch {requested} is older than the current leader epoch {current}")]
+    StaleLeaderEpoch {
+        /// The partition's leader epoch (or, if higher, the latest epoch in its log).
+        current: i32,
+        /// The epoch of the refused change.
+        requested: i32,
+    },
+}
+
+impl RoleError {
+    /// The Kafka protocol error for this error.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            RoleError::NotLeader { .. } | RoleError::NotFollower { .. } => {
+                ResponseError::NotLeaderOrFollower
+            }
+            RoleError::StaleLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        }
+    }
+
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        self.error().code()
+    }
+}
+
+/// Why [`crate::Partition::append_as_follower`] refused records fetched from the leader.
+/// Nothing was appended.
+///
+/// These errors stay inside the broker: a follower's fetcher handles them (by
+/// truncating, or by fetching again from its log end offset) rather than answering a
+/// client. [`FollowerAppendError::error`] names the closest Kafka error, for logs.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FollowerAppendError {
+    /// The partition is the leader (see [`RoleError::NotFollower`]).
+    #[error(transparent)]
+    Role(#[from] RoleError),
+    /// The records do not continue the log: the first batch must start at the log end
+    /// offset, and each next batch right after the one before. A gap would leave offsets
+    /// no replica can serve, an overlap would store two versions of the same offsets
+    /// (Kafka's `UnexpectedAppendOffsetException`; a fetcher that gets it fetches again
+    /// from its log end offset).
+    #[error("records fetched from the leader start at offset {got}, expected {expected}")]
+    UnexpectedOffset {
+        /// The offset the next batch must start at.
+        expected: i64,
+        /// The base offset of the batch that does not.
+        got: i64,
+    },
+    /// A batch is malformed, corrupt or too large, or its leader epoch is impossible
+    /// (older than the log's latest epoch, or newer than the epoch this replica
+    /// follows).
+    #[error(transparent)]
+    Invalid(#[from] AppendError),
+}
+
+impl FollowerAppendError {
+    /// The closest Kafka protocol error: `NOT_LEADER_OR_FOLLOWER` for the role,
+    /// `OFFSET_OUT_OF_RANGE` for an unexpected offset, the batch's own error otherwise.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            FollowerAppendError::Role(e) => e.error(),
+            FollowerAppendError::UnexpectedOffset { .. } => ResponseError::OffsetOutOfRange,
+            FollowerAppendError::Invalid(e) => e.error(),
         }
     }
 

@@ -1,6 +1,6 @@
-//! # replog: an in-memory replicated partition log, the way a Kafka leader keeps it
+//! # replog: an in-memory replicated partition log, the way a Kafka replica keeps it
 //!
-//! This crate models what a Kafka partition leader knows about one partition:
+//! This crate models what a Kafka broker knows about one partition it leads or follows:
 //!
 //! * the **log** itself, a sequence of record batches stored exactly as producers sent
 //!   them, except for the base offset and leader epoch the leader writes in
@@ -10,7 +10,11 @@
 //! * the **followers**' progress and the **in-sync replica set** (ISR) derived from it,
 //!   with Kafka's `lastCaughtUpTimeMs` rule ([`replica`]);
 //! * the **idempotent producers**' sequence numbers, so retried batches are not written
-//!   twice ([`producer_state`]).
+//!   twice ([`producer_state`]);
+//! * the **leader epochs** the log holds and where each starts ([`leader_epoch`]), which
+//!   let a follower find and truncate the records a failed leader wrote but nobody else
+//!   got (KIP-101), after a switch of roles ([`Role`], [`Partition::make_leader`],
+//!   [`Partition::make_follower`]).
 //!
 //! It is pure: no I/O, no threads, no clock. Methods that depend on time take
 //! `now_ms`, so the broker drives them with its clock and tests with a manual one.
@@ -32,6 +36,7 @@
 pub mod batch;
 pub mod config;
 pub mod error;
+pub mod leader_epoch;
 pub mod partition;
 pub mod producer_state;
 pub mod replica;
@@ -42,11 +47,12 @@ pub mod test_util;
 mod tests;
 
 pub use config::LogConfig;
-pub use error::{AppendError, FollowerError, ReadError};
+pub use error::{AppendError, FollowerAppendError, FollowerError, ReadError, RoleError};
+pub use leader_epoch::EpochEntry;
 pub use partition::{
     AppendInfo, FollowerSnapshot, FollowerUpdate, IsrShrink, Marks, Partition, PartitionChange,
-    PartitionSnapshot, ReadBound, ReadResult, ReplicationState, UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
+    PartitionSnapshot, ReadBound, ReadResult, ReplicationState, Role, Truncation, TruncationTarget,
+    UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use producer_state::{BatchMetadata, ProducerStateEntry};
-pub use replica::FollowerState;
+pub use replica::{FollowerState, UNKNOWN_OFFSET};

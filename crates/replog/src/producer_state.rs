@@ -35,6 +35,15 @@
 //! unknown producer (last row above): its batch is appended, but a retry of a batch it
 //! wrote before it was forgotten is no longer recognised as a duplicate; with 10,000 ids
 //! per partition this only happens to producers idle while thousands of others wrote.
+//!
+//! **Followers and truncation.** A follower appends what the leader already accepted, so
+//! it checks no sequence: it records each idempotent batch as the leader did
+//! ([`PendingProducerUpdates::stage_replicated`]). Its state is then the leader's, and
+//! once promoted it goes on recognising the retries of batches the old leader acked.
+//! Truncating a log removes batches the state may remember, so the state is rebuilt from
+//! the headers of the batches that remain ([`ProducerStateManager::rebuilt_from`]): a
+//! retry of a truncated batch is then appended again, as it must be, since the log no
+//! longer holds it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -208,6 +217,38 @@ impl PendingProducerUpdates {
     }
 }
 
+impl PendingProducerUpdates {
+    /// Stages an idempotent batch that a leader already appended at
+    /// `base_offset..=last_offset` (a follower's append, or replaying a log): no sequence
+    /// is checked, the log is the truth. A batch of an epoch older than the producer's
+    /// known one is not recorded, as it cannot change what the producer may send next.
+    pub fn stage_replicated(
+        &mut self,
+        manager: &ProducerStateManager,
+        header: &BatchHeader,
+        base_offset: i64,
+        last_offset: i64,
+        now_ms: u64,
+    ) {
+        let pid = header.producer_id;
+        let current = self.staged.get(&pid).or_else(|| manager.producer(pid));
+        if current.is_some_and(|entry| header.producer_epoch < entry.producer_epoch) {
+            return;
+        }
+        let mut entry = current
+            .cloned()
+            .unwrap_or_else(|| ProducerStateEntry::new(pid, header.producer_epoch));
+        let metadata = BatchMetadata {
+            first_sequence: header.base_sequence,
+            last_sequence: header.last_sequence(),
+            base_offset,
+            last_offset,
+        };
+        entry.record(header.producer_epoch, metadata, now_ms);
+        self.staged.insert(pid, entry);
+    }
+}
+
 /// All producer state of one partition, bounded by an LRU cap on producer ids.
 #[derive(Debug)]
 pub struct ProducerStateManager {
@@ -248,6 +289,30 @@ impl ProducerStateManager {
     /// Whether no producer is remembered.
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
+    }
+
+    /// The state a log's batches imply, replayed in offset order from their headers (as
+    /// stored: with their real base offsets), with the same cap as `self`. Each
+    /// producer keeps the last append time `self` knew for it (0 if none), so a rebuild
+    /// changes what is remembered, not when it was written.
+    pub fn rebuilt_from(
+        &self,
+        headers: impl IntoIterator<Item = BatchHeader>,
+    ) -> ProducerStateManager {
+        let mut rebuilt = ProducerStateManager::new(self.max_producer_ids);
+        for header in headers {
+            if !header.is_idempotent() {
+                continue;
+            }
+            let then = self
+                .producer(header.producer_id)
+                .map_or(0, |entry| entry.last_append_time_ms);
+            let mut pending = PendingProducerUpdates::default();
+            let (base_offset, last_offset) = (header.base_offset, header.last_offset());
+            pending.stage_replicated(&rebuilt, &header, base_offset, last_offset, then);
+            rebuilt.commit(pending);
+        }
+        rebuilt
     }
 
     /// Makes the staged changes of a successful append permanent, evicting the least

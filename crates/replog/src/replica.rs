@@ -23,15 +23,28 @@
 //! 3. otherwise nothing changes, and the follower's caught-up time ages.
 //!
 //! Either way the leader then remembers its LEO and the time, for rule 2 next time.
+//!
+//! A broker that becomes leader of an existing partition (Kafka's `makeLeader`) does not
+//! know where its followers are: each starts with an unknown LEO ([`UNKNOWN_OFFSET`])
+//! until its first fetch. The ones the controller says are in the ISR stay in it,
+//! caught up as of the election (Kafka initialises `lastCaughtUpTimeMs` so), so they
+//! have `replica.lag.time.max.ms` to fetch before they drop out; meanwhile their unknown
+//! LEO holds the high watermark where it is.
 
 use serde::Serialize;
+
+/// The LEO of a follower that has not fetched since this broker became its leader
+/// (Kafka's `UnifiedLog.UNKNOWN_OFFSET`). Below every offset, so it never lets the high
+/// watermark advance.
+pub const UNKNOWN_OFFSET: i64 = -1;
 
 /// The leader's view of one follower replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FollowerState {
     /// Broker id of the follower.
     pub replica_id: i32,
-    /// The follower's log end offset: the offset of its last fetch (0 before any).
+    /// The follower's log end offset: the offset of its last fetch (0 before any on a
+    /// new partition, [`UNKNOWN_OFFSET`] before any since a leader change).
     pub log_end_offset: i64,
     /// When the follower last fetched, `None` if it never has.
     pub last_fetch_time_ms: Option<u64>,
@@ -57,6 +70,25 @@ impl FollowerState {
             last_fetch_leader_log_end_offset: None,
             in_isr: true,
         }
+    }
+
+    /// A follower as a newly elected leader sees it: LEO unknown, never fetched, in the
+    /// ISR if `in_isr`. An in-sync follower counts as caught up at `now_ms`; one outside
+    /// the ISR has never been (0), and rejoins when its LEO reaches the high watermark.
+    pub fn for_new_leader(replica_id: i32, in_isr: bool, now_ms: u64) -> Self {
+        FollowerState {
+            replica_id,
+            log_end_offset: UNKNOWN_OFFSET,
+            last_fetch_time_ms: None,
+            last_caught_up_time_ms: if in_isr { now_ms } else { 0 },
+            last_fetch_leader_log_end_offset: None,
+            in_isr,
+        }
+    }
+
+    /// Whether the leader has not heard from this follower since it became leader.
+    pub fn log_end_offset_unknown(&self) -> bool {
+        self.log_end_offset == UNKNOWN_OFFSET
     }
 
     /// Records a fetch at `fetch_offset`, made at `now_ms` while the leader's LEO was

@@ -179,18 +179,9 @@ fn check_epochs(
     if let Err(e) = super::check_leader_epoch(log.leader_epoch(), p.current_leader_epoch) {
         return (Some(e), None);
     }
-    if p.last_fetched_epoch < 0 {
-        return (None, None);
-    }
-    let (epoch, end_offset) = log.end_offset_for_leader_epoch(p.last_fetched_epoch);
-    if epoch == replog::UNDEFINED_EPOCH {
-        // No epoch at or below the one named is known here (Kafka 4.4 answers so).
-        return (Some(ResponseError::OffsetOutOfRange), None);
-    }
-    if epoch < p.last_fetched_epoch || end_offset < p.fetch_offset {
-        (None, Some((epoch, end_offset)))
-    } else {
-        (None, None)
+    match log.diverging_epoch(p.last_fetched_epoch, p.fetch_offset) {
+        Ok(diverging) => (None, diverging),
+        Err(e) => (Some(e.error()), None),
     }
 }
 

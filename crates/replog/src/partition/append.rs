@@ -1,5 +1,6 @@
 //! Appending a producer's batches as the leader: validation, offsets and epochs
-//! assigned, the idempotent producer's sequence check, and the log end offset moved on.
+//! assigned, the idempotent producer's sequence check, the leader epoch cache told
+//! when the first batch of a new epoch lands, and the log end offset moved on.
 
 use bytes::{Bytes, BytesMut};
 
@@ -13,12 +14,17 @@ impl Partition {
     /// with `required_acks == -1` (`acks=all`) the write is refused with
     /// [`AppendError::NotEnoughReplicas`] if the ISR is already smaller than the minimum
     /// in force, and nothing is appended; otherwise it is [`Partition::append`].
+    ///
+    /// On a follower nothing is appended and the answer is the refusal of
+    /// [`Partition::append`]; the broker asks [`Partition::ensure_leader`] first, to
+    /// answer `NOT_LEADER_OR_FOLLOWER`.
     pub fn append_as_leader(
         &mut self,
         records: Bytes,
         required_acks: i16,
         now_ms: u64,
     ) -> Result<AppendInfo, AppendError> {
+        self.refuse_append_unless_leader()?;
         if required_acks == -1 && !self.has_min_insync_replicas() {
             return Err(AppendError::NotEnoughReplicas {
                 isr_size: self.isr_len(),
@@ -44,8 +50,16 @@ impl Partition {
     ///
     /// Each batch is copied into its own buffer, so the log never keeps alive the
     /// request buffer `records` was cut from and [`Partition::size_bytes`] is the
-    /// memory really held.
+    /// memory really held. The first batch of a new leader epoch starts that epoch in
+    /// the leader epoch cache.
+    ///
+    /// Only the leader appends this way. On a follower nothing is appended and the
+    /// answer is an [`AppendError::InvalidRecord`] whose reason is the
+    /// [`crate::RoleError::NotLeader`] message: `AppendError` has no variant of its own
+    /// for it yet, because the broker matches it exhaustively. Ask
+    /// [`Partition::ensure_leader`] first to get the `NOT_LEADER_OR_FOLLOWER` answer.
     pub fn append(&mut self, records: Bytes, now_ms: u64) -> Result<AppendInfo, AppendError> {
+        self.refuse_append_unless_leader()?;
         let spans = split_and_validate(&records, self.config.max_batch_bytes)?;
 
         // Pass 1: assign offsets and check producer sequences, changing nothing.
@@ -119,6 +133,7 @@ impl Partition {
         self.producers.commit(pending);
         let before = self.marks();
         let base_offset = self.log_end_offset;
+        self.epoch_cache.assign(self.leader_epoch, base_offset);
         self.log_end_offset = next_offset;
         self.maybe_advance_high_watermark();
         Ok(AppendInfo {
@@ -134,5 +149,13 @@ impl Partition {
                 new_isr: None,
             },
         })
+    }
+
+    /// The refusal of a leader-only append on a follower, as an [`AppendError`].
+    fn refuse_append_unless_leader(&self) -> Result<(), AppendError> {
+        self.ensure_leader()
+            .map_err(|not_leader| AppendError::InvalidRecord {
+                reason: not_leader.to_string(),
+            })
     }
 }

@@ -1,7 +1,8 @@
-//! # A replicated partition, as its leader keeps it
+//! # A replicated partition, as its leader or one of its followers keeps it
 //!
 //! A Kafka partition is an append-only log of record batches, numbered by **offset**.
-//! On the leader, a few offsets describe where things stand:
+//! Every replica keeps a copy; one, the **leader**, takes the writes and the others,
+//! **followers**, copy its log. On the leader, a few offsets describe where things stand:
 //!
 //! ```text
 //!   log start offset          high watermark (HW)           log end offset (LEO)
@@ -30,35 +31,75 @@
 //! Everything here is synchronous and takes the current time as an argument, so the
 //! broker can drive it from its clock and tests from a manual one.
 //!
+//! # Roles
+//!
+//! A [`Partition`] is in one [`Role`]: it starts as the leader (leader epoch 0), and
+//! [`Partition::make_leader`] and [`Partition::make_follower`] switch it, each with the
+//! new leader epoch, which never goes back. As a follower it appends what it fetched
+//! from the leader, offsets and epochs included ([`Partition::append_as_follower`]),
+//! takes its high watermark and log start offset from the leader's, and truncates what
+//! the leader does not have ([`Partition::truncate_to`]). The log, its offsets, the
+//! [`crate::leader_epoch`] cache and the producer state are kept across every switch; the
+//! followers' progress exists only on the leader.
+//!
+//! Why truncation is needed (KIP-101): a leader appends records before its followers
+//! have them. If it fails, a follower that did not get its last records becomes leader
+//! and writes other records at the same offsets. When the old leader comes back as a
+//! follower, its log holds records no other replica has, above what the new leader
+//! shares with it; it asks the new leader where its last epoch ends (OffsetForLeaderEpoch,
+//! or the diverging epoch of a Fetch v12+ response) and truncates there. Everything below
+//! the high watermark is on the new leader, so it is never truncated.
+//!
 //! # Files
 //!
 //! This file holds the partition's state and the numbers above. The rest is one file per
 //! job: `append.rs` (the leader's writes), `read.rs` (consumer and follower reads, offset
 //! lookups), `replication.rs` (follower fetches, the ISR, the high watermark),
-//! `retention.rs` (dropping old batches) and `snapshot.rs` (the picture for the APIs).
+//! `retention.rs` (dropping old batches), `roles.rs` (becoming leader or follower),
+//! `follower.rs` (a follower's appends and offsets), `truncation.rs` (truncating a
+//! follower's log, diverging epochs) and `snapshot.rs` (the picture for the APIs).
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::LogConfig;
+use crate::leader_epoch::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::{ProducerStateEntry, ProducerStateManager};
 use crate::replica::FollowerState;
 
 mod append;
+mod follower;
 mod read;
 mod replication;
 mod retention;
+mod roles;
 mod snapshot;
+mod truncation;
 
 pub use replication::{FollowerUpdate, IsrShrink};
 pub use snapshot::{FollowerSnapshot, PartitionSnapshot};
+pub use truncation::{Truncation, TruncationTarget};
 
 /// `UNDEFINED_EPOCH` of the OffsetForLeaderEpoch API.
 pub const UNDEFINED_EPOCH: i32 = -1;
 /// `UNDEFINED_EPOCH_OFFSET` of the OffsetForLeaderEpoch API.
 pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+/// What this broker is for a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Role {
+    /// It takes the writes and tracks the followers, the ISR and the high watermark.
+    #[default]
+    Leader,
+    /// It copies the log of broker `leader_id`.
+    Follower {
+        /// The broker it fetches from.
+        leader_id: i32,
+    },
+}
 
 /// Up to which offset a read may return data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -175,14 +216,20 @@ struct StoredBatch {
     data: Bytes,
 }
 
-/// The leader's copy of one replicated partition: its log, the followers' progress,
-/// the ISR, the high watermark and the idempotent producers' state.
+/// One broker's copy of one replicated partition: its log, its role, its leader epoch
+/// cache, the high watermark and the idempotent producers' state, and, on the leader,
+/// the followers' progress and the ISR.
 #[derive(Debug)]
 pub struct Partition {
     topic: String,
     partition: i32,
-    leader_id: i32,
+    /// This broker's id: the leader's at creation.
+    local_id: i32,
+    role: Role,
+    /// When the partition took its current role (creation time at first).
+    role_since_ms: u64,
     leader_epoch: i32,
+    epoch_cache: LeaderEpochCache,
     replicas: Vec<i32>,
     config: LogConfig,
     batches: VecDeque<StoredBatch>,
@@ -196,10 +243,10 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// Creates an empty partition led by `leader_id`. `replicas` lists every replica,
-    /// leader first; the leader is put first if it is elsewhere or missing, and repeated
-    /// ids are ignored. All replicas start in the ISR with LEO 0 and caught up at
-    /// `now_ms`; the leader epoch is 0.
+    /// Creates an empty partition led by `leader_id`, which is this broker: the partition
+    /// starts as the leader. `replicas` lists every replica, leader first; the leader is
+    /// put first if it is elsewhere or missing, and repeated ids are ignored. All replicas
+    /// start in the ISR with LEO 0 and caught up at `now_ms`; the leader epoch is 0.
     ///
     /// A `min_insync_replicas` above the number of replicas is capped by it (see
     /// [`Partition::effective_min_isr`]).
@@ -224,8 +271,11 @@ impl Partition {
         let mut partition = Partition {
             topic: topic.to_string(),
             partition,
-            leader_id,
+            local_id: leader_id,
+            role: Role::Leader,
+            role_since_ms: now_ms,
             leader_epoch: 0,
+            epoch_cache: LeaderEpochCache::new(),
             replicas: all,
             config,
             batches: VecDeque::new(),
@@ -261,14 +311,46 @@ impl Partition {
         self.high_watermark
     }
 
-    /// The current leader epoch (always 0: leadership never moves in this model).
+    /// The current leader epoch: 0 at creation, then the epoch of the last
+    /// [`Partition::make_leader`] or [`Partition::make_follower`].
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
     }
 
-    /// Broker id of the leader.
+    /// Broker id of the leader: this broker while it leads, the broker it follows
+    /// otherwise.
     pub fn leader_id(&self) -> i32 {
-        self.leader_id
+        match self.role {
+            Role::Leader => self.local_id,
+            Role::Follower { leader_id } => leader_id,
+        }
+    }
+
+    /// This broker's id (the leader's given to [`Partition::new`]).
+    pub fn local_id(&self) -> i32 {
+        self.local_id
+    }
+
+    /// Whether this broker leads the partition or follows another.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Whether this broker is the partition's leader.
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+
+    /// When the partition took its current role (`now_ms` of the switch, or of
+    /// creation).
+    pub fn role_since_ms(&self) -> u64 {
+        self.role_since_ms
+    }
+
+    /// The leader epoch cache: every epoch the log holds and the offset it starts at,
+    /// oldest first (see [`crate::leader_epoch`]).
+    pub fn epoch_cache(&self) -> &[EpochEntry] {
+        self.epoch_cache.entries()
     }
 
     /// Topic name.
@@ -286,7 +368,7 @@ impl Partition {
         &self.config
     }
 
-    /// All replicas, leader first.
+    /// All replicas; this broker first (so, while it leads, the leader first).
     pub fn replicas(&self) -> &[i32] {
         &self.replicas
     }

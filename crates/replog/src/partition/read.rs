@@ -3,11 +3,10 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{
-    Partition, ReadBound, ReadResult, StoredBatch, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
-};
+use super::{Partition, ReadBound, ReadResult, StoredBatch};
 use crate::batch::record_offsets_and_timestamps;
 use crate::error::ReadError;
+use crate::leader_epoch::{end_offset_in, EpochEntry};
 
 impl Partition {
     /// The offset up to which `bound` lets a reader see.
@@ -161,15 +160,48 @@ impl Partition {
     }
 
     /// OffsetForLeaderEpoch: the end offset of leader epoch `epoch`, as
-    /// `(epoch, end offset)`. For the current epoch that is `(current, LEO)`. Only epoch 0
-    /// ever exists here, so any other epoch, older or newer, is unknown and answers
-    /// `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)` = `(-1, -1)`, as Kafka's leader-epoch
-    /// cache does for an epoch above its latest.
+    /// `(epoch, end offset)`, from the leader epoch cache by Kafka's rules (see
+    /// [`crate::leader_epoch`]): the largest epoch at or below `epoch` that the log holds,
+    /// and the start of the next one (the LEO for the latest); `epoch` itself and the
+    /// first epoch's start offset if `epoch` is below every epoch held; and
+    /// `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)` = `(-1, -1)` for a negative epoch or one
+    /// above the latest.
+    ///
+    /// On the leader, its current epoch counts as held from the moment it is elected,
+    /// starting at the LEO of that moment, even before its first batch (Kafka records it
+    /// at election): so a new leader answers `(current, LEO)` for its own epoch, and
+    /// says where the previous epoch ends.
     pub fn end_offset_for_leader_epoch(&self, epoch: i32) -> (i32, i64) {
-        if epoch == self.leader_epoch {
-            (self.leader_epoch, self.log_end_offset)
-        } else {
-            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        let entries = self.epoch_cache.entries();
+        match self.unrecorded_leader_epoch() {
+            None => end_offset_in(entries, epoch, self.log_end_offset),
+            Some(current) => {
+                let mut with_current = Vec::with_capacity(entries.len() + 1);
+                with_current.extend_from_slice(entries);
+                with_current.push(current);
+                end_offset_in(&with_current, epoch, self.log_end_offset)
+            }
         }
+    }
+
+    /// On the leader, its current epoch starting at the LEO, if no batch of that epoch
+    /// has been appended yet (so the cache does not hold it).
+    fn unrecorded_leader_epoch(&self) -> Option<EpochEntry> {
+        let recorded = self
+            .epoch_cache
+            .latest_epoch()
+            .is_some_and(|latest| latest >= self.leader_epoch);
+        (self.is_leader() && !recorded).then_some(EpochEntry {
+            epoch: self.leader_epoch,
+            start_offset: self.log_end_offset,
+        })
+    }
+
+    /// The latest leader epoch the log holds: the epoch of its last batch (or of the
+    /// last batch it held, if retention removed it), `None` for a log that never held
+    /// one. A follower sends it as the `last_fetched_epoch` of its Fetch requests
+    /// (-1 for `None`).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epoch_cache.latest_epoch()
     }
 }

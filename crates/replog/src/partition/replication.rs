@@ -33,15 +33,19 @@ impl Partition {
     ///
     /// Updates the follower's LEO and last caught-up time (Kafka's rule, see
     /// [`crate::replica`]), lets it rejoin the ISR if it is out and its LEO has reached
-    /// the HW, then recomputes the HW. Errors leave everything unchanged: an id that is
-    /// not a follower of this partition, or a fetch offset outside
-    /// `[log start, leader LEO]`.
+    /// the HW, then recomputes the HW. Errors leave everything unchanged: this broker is
+    /// not the leader ([`FollowerError::NotLeader`]), an id that is not a follower of
+    /// this partition, or a fetch offset outside `[log start, leader LEO]`.
+    ///
+    /// The first fetch of a follower since this broker became leader has
+    /// `follower_log_end_offset_before` = [`crate::replica::UNKNOWN_OFFSET`].
     pub fn update_follower_fetch(
         &mut self,
         replica_id: i32,
         fetch_offset: i64,
         now_ms: u64,
     ) -> Result<FollowerUpdate, FollowerError> {
+        self.ensure_leader().map_err(FollowerError::NotLeader)?;
         let leader_log_end_offset = self.log_end_offset;
         let log_start_offset = self.log_start_offset;
         let high_watermark = self.high_watermark;
@@ -84,8 +88,17 @@ impl Partition {
     /// its LEO differs from the leader's and it was last caught up more than
     /// `replica.lag.time.max.ms` ago — leaves the ISR. The leader never leaves. The HW
     /// is then recomputed (a smaller ISR may let it advance).
+    ///
+    /// A follower tracks no ISR: on a follower this removes nothing and changes nothing
+    /// (the broker's periodic check may run over every partition, whatever its role).
     pub fn maybe_shrink_isr(&mut self, now_ms: u64) -> IsrShrink {
         let before = self.marks();
+        if !self.is_leader() {
+            return IsrShrink {
+                removed: Vec::new(),
+                change: PartitionChange::none(before),
+            };
+        }
         let leader_log_end_offset = self.log_end_offset;
         let max_lag = self.config.replica_lag_time_max_ms;
         let mut removed = Vec::new();
@@ -122,9 +135,9 @@ impl Partition {
 
     /// Recomputes the HW as the minimum LEO over the ISR; moves it only forward, and
     /// only while the ISR has at least the minimum in force (KIP-966). Returns whether
-    /// it moved.
+    /// it moved. Only the leader computes its HW; a follower takes the leader's.
     pub(super) fn maybe_advance_high_watermark(&mut self) -> bool {
-        if !self.has_min_insync_replicas() {
+        if !self.is_leader() || !self.has_min_insync_replicas() {
             return false;
         }
         let candidate = self
@@ -141,8 +154,12 @@ impl Partition {
         }
     }
 
-    /// The in-sync replicas: the leader first, then the in-sync followers by id.
+    /// The in-sync replicas: the leader first, then the in-sync followers by id. Empty on
+    /// a follower, which does not track the ISR.
     pub fn isr(&self) -> Vec<i32> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
         let mut followers: Vec<i32> = self
             .followers
             .iter()
@@ -151,13 +168,16 @@ impl Partition {
             .collect();
         followers.sort_unstable();
         let mut isr = Vec::with_capacity(followers.len() + 1);
-        isr.push(self.leader_id);
+        isr.push(self.local_id);
         isr.extend(followers);
         isr
     }
 
-    /// Number of in-sync replicas, leader included.
+    /// Number of in-sync replicas, leader included (0 on a follower).
     pub fn isr_len(&self) -> usize {
+        if !self.is_leader() {
+            return 0;
+        }
         1 + self.followers.iter().filter(|f| f.in_isr).count()
     }
 
@@ -177,7 +197,8 @@ impl Partition {
     }
 
     /// Whether the ISR has at least the minimum in force, i.e. whether an `acks=all`
-    /// produce may be appended (else `NOT_ENOUGH_REPLICAS`) and the HW may move.
+    /// produce may be appended (else `NOT_ENOUGH_REPLICAS`) and the HW may move. Always
+    /// false on a follower.
     pub fn has_min_insync_replicas(&self) -> bool {
         self.isr_len() >= self.effective_min_isr()
     }
@@ -199,7 +220,7 @@ impl Partition {
         self.followers.iter().find(|f| f.replica_id == id)
     }
 
-    /// All followers, in replica order.
+    /// All followers, in replica order (none on a follower).
     pub fn followers(&self) -> &[FollowerState] {
         &self.followers
     }

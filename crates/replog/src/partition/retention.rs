@@ -1,5 +1,6 @@
 //! Retention: the oldest batches go when the log is over `retention.bytes`, or when the
-//! broker needs memory back, but never a batch the whole ISR does not have yet.
+//! broker needs memory back, but never a batch the whole ISR does not have yet. The
+//! leader epoch cache forgets the epochs that go with them.
 
 use super::Partition;
 
@@ -16,6 +17,7 @@ impl Partition {
         };
         self.log_start_offset = oldest.last_offset + 1;
         self.size_bytes -= oldest.data.len();
+        self.epoch_cache.truncate_from_start(self.log_start_offset);
         oldest.data.len()
     }
 

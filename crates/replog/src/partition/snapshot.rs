@@ -3,16 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Partition;
+use super::{Partition, Role};
+use crate::leader_epoch::EpochEntry;
+use crate::replica::UNKNOWN_OFFSET;
 
 /// One follower in a [`PartitionSnapshot`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FollowerSnapshot {
     /// Broker id.
     pub id: i32,
-    /// The follower's LEO.
+    /// The follower's LEO (-1 until its first fetch since this broker became leader).
     pub log_end_offset: i64,
-    /// How many offsets it is behind: leader LEO minus its LEO.
+    /// How many offsets it is behind: leader LEO minus its LEO (minus the log start
+    /// offset while its LEO is unknown).
     pub lag: i64,
     /// When it last fetched.
     pub last_fetch_time_ms: Option<u64>,
@@ -33,9 +36,20 @@ pub struct PartitionSnapshot {
     pub leader: i32,
     /// Current leader epoch.
     pub leader_epoch: i32,
-    /// All replicas, leader first.
+    /// Whether this broker leads the partition or follows `leader` (absent from JSON
+    /// written before roles existed: the leader).
+    #[serde(default)]
+    pub role: Role,
+    /// When it took that role.
+    #[serde(default)]
+    pub role_since_ms: u64,
+    /// The leader epoch cache: each epoch the log holds and its start offset, oldest
+    /// first.
+    #[serde(default)]
+    pub epoch_cache: Vec<EpochEntry>,
+    /// All replicas, this broker first (so the leader first, while it leads).
     pub replicas: Vec<i32>,
-    /// The in-sync replicas, leader first.
+    /// The in-sync replicas, leader first (empty on a follower).
     pub isr: Vec<i32>,
     /// `min.insync.replicas` as configured.
     pub min_insync_replicas: usize,
@@ -53,7 +67,7 @@ pub struct PartitionSnapshot {
     pub batch_count: usize,
     /// Number of idempotent producers with state on this partition.
     pub producer_count: usize,
-    /// The followers, in replica order.
+    /// The followers, in replica order (none on a follower).
     pub followers: Vec<FollowerSnapshot>,
 }
 
@@ -63,8 +77,11 @@ impl Partition {
         PartitionSnapshot {
             topic: self.topic.clone(),
             partition: self.partition,
-            leader: self.leader_id,
+            leader: self.leader_id(),
             leader_epoch: self.leader_epoch,
+            role: self.role,
+            role_since_ms: self.role_since_ms,
+            epoch_cache: self.epoch_cache.entries().to_vec(),
             replicas: self.replicas.clone(),
             isr: self.isr(),
             min_insync_replicas: self.config.min_insync_replicas,
@@ -81,7 +98,11 @@ impl Partition {
                 .map(|f| FollowerSnapshot {
                     id: f.replica_id,
                     log_end_offset: f.log_end_offset,
-                    lag: self.log_end_offset - f.log_end_offset,
+                    lag: if f.log_end_offset == UNKNOWN_OFFSET {
+                        self.log_end_offset - self.log_start_offset
+                    } else {
+                        self.log_end_offset - f.log_end_offset
+                    },
                     last_fetch_time_ms: f.last_fetch_time_ms,
                     last_caught_up_time_ms: f.last_caught_up_time_ms,
                     in_isr: f.in_isr,

@@ -8,6 +8,7 @@ mod idempotence;
 mod isr;
 mod read;
 mod retention;
+mod roles_and_truncation;
 
 use crate::{LogConfig, Partition};
 

@@ -201,7 +201,7 @@ fn compressed_batches_answer_at_batch_granularity() {
 }
 
 #[test]
-fn end_offset_for_leader_epoch_knows_only_the_current_epoch() {
+fn a_new_leader_knows_only_its_current_epoch() {
     let mut p = three_replicas();
     three_batches(&mut p);
     assert_eq!(p.end_offset_for_leader_epoch(0), (0, 6));
