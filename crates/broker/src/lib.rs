@@ -19,6 +19,9 @@
 //!    `DelayedSync` and `DelayedHeartbeat`, which answer through callbacks;
 //! 6. [`partition`] — the lock around one `replog::Partition`.
 //!
+//! A broker that follows a partition fetches it from the leader with the `followersim`
+//! fetch loop, appending into its own log: [`replica_fetcher`].
+//!
 //! Data flows down and answers flow back through callbacks: no module imports the layer
 //! above it. [`request`] (who sent a request) is shared by every layer, and so is
 //! [`telemetry`] (what happened to it: phases, causes, replication events, metrics).
@@ -35,6 +38,7 @@ pub mod followers;
 pub mod handlers;
 pub mod partition;
 pub mod record_batch;
+pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod request;
 pub mod server;

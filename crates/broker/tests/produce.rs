@@ -451,3 +451,51 @@ async fn deleting_a_topic_completes_its_parked_produces_with_unknown_topic() {
     );
     assert_eq!(tb.rm().produce_purgatory.delayed(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_a_partition_that_stops_being_led_here_are_answered_not_leader() {
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    let (tb, mut producer) = broker_with_topic("moved", 3, &[("min.insync.replicas", "2")]).await;
+    // Parked: no follower fetches.
+    producer
+        .write_request(&produce("moved", -1, 30_000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    wait_until("the produce to park", || {
+        tb.rm().produce_purgatory.delayed() == 1
+    })
+    .await;
+    let mut consumer = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    consumer
+        .write_request(&long_poll("moved", -1, 1, 30_000), 12)
+        .await
+        .unwrap();
+    wait_until("the fetch to park", || {
+        tb.rm().fetch_purgatory.delayed() == 1
+    })
+    .await;
+
+    // The controller moves leadership to broker 2: what waited here is answered at once,
+    // and so is whatever comes next, so clients go to the new leader.
+    let handle = tb.rm().partition("moved", 0).expect("partition");
+    tb.rm()
+        .make_follower(&handle, 2, 1)
+        .expect("now a follower");
+    let parked = answered::<ProduceRequest>(&mut producer, 9).await;
+    assert_eq!(partition_result(&parked).0, NOT_LEADER_OR_FOLLOWER);
+    let fetched = answered::<kafka_protocol::messages::FetchRequest>(&mut consumer, 12).await;
+    assert_eq!(
+        fetched.responses[0].partitions[0].error_code,
+        NOT_LEADER_OR_FOLLOWER
+    );
+    let again = producer
+        .send(&produce("moved", 1, 30_000, batch(1, 10, None)), 9)
+        .await
+        .unwrap();
+    assert_eq!(partition_result(&again), (NOT_LEADER_OR_FOLLOWER, -1));
+    assert_eq!(
+        handle.lock().log_end_offset(),
+        1,
+        "nothing appended after the move"
+    );
+}

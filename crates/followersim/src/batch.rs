@@ -64,6 +64,12 @@ pub enum BatchError {
         /// The delta as read.
         last_offset_delta: i32,
     },
+    /// The log the batches go to refused them (a broker's log, which checks more: the
+    /// leader epochs, and whether the partition is still followed there).
+    Refused {
+        /// Why, in the log's words.
+        reason: String,
+    },
 }
 
 impl fmt::Display for BatchError {
@@ -99,6 +105,7 @@ impl fmt::Display for BatchError {
                 f,
                 "batch at offset {base_offset} has an invalid lastOffsetDelta {last_offset_delta}"
             ),
+            BatchError::Refused { reason } => write!(f, "the log refused the batches: {reason}"),
         }
     }
 }

@@ -78,6 +78,10 @@ pub enum AppendError {
         /// The minimum in force: `min(min.insync.replicas, replication factor)`.
         min_isr: usize,
     },
+    /// This replica is not the partition's leader (`NOT_LEADER_OR_FOLLOWER`, 6): only the
+    /// leader takes a producer's writes; the client refreshes its metadata.
+    #[error("{0}")]
+    NotLeaderOrFollower(crate::RoleError),
 }
 
 impl AppendError {
@@ -90,6 +94,7 @@ impl AppendError {
             AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+            AppendError::NotLeaderOrFollower(_) => ResponseError::NotLeaderOrFollower,
         }
     }
 

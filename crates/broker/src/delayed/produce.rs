@@ -149,7 +149,12 @@ impl DelayedOperation for DelayedProduce {
             let error = if handle.is_deleted() {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else {
-                match handle.lock().replication_state(*required_offset) {
+                let log = handle.lock();
+                match log.replication_state(*required_offset) {
+                    // Leadership moved away while the produce waited (Kafka completes
+                    // it the same way in makeFollowers): the client retries on the new
+                    // leader, which may or may not have the records.
+                    _ if !log.is_leader() => Some(ResponseError::NotLeaderOrFollower),
                     ReplicationState::Pending => {
                         all_done = false;
                         continue;
@@ -166,6 +171,11 @@ impl DelayedOperation for DelayedProduce {
                     ResponseError::NotEnoughReplicasAfterAppend => "the high watermark passed \
                         the batch, but the ISR had shrunk below min.insync.replicas"
                         .to_string(),
+                    ResponseError::NotLeaderOrFollower => {
+                        "this broker stopped leading the partition before the high \
+                         watermark reached the batch"
+                            .to_string()
+                    }
                     _ => "the topic was deleted".to_string(),
                 });
             }

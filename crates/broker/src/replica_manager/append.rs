@@ -203,7 +203,9 @@ impl ReplicaManager {
 /// a batch the log's validation refuses. Measured against Kafka 4.4 for each error here.
 fn answers_log_start_offset(e: &AppendError) -> bool {
     match e {
-        AppendError::CorruptMessage { .. } | AppendError::MessageTooLarge { .. } => false,
+        AppendError::CorruptMessage { .. }
+        | AppendError::MessageTooLarge { .. }
+        | AppendError::NotLeaderOrFollower(_) => false,
         AppendError::InvalidRecord { .. }
         | AppendError::OutOfOrderSequence { .. }
         | AppendError::InvalidProducerEpoch { .. }

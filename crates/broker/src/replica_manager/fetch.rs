@@ -176,6 +176,10 @@ fn check_epochs(
     p: &FetchPartitionRequest,
 ) -> (Option<ResponseError>, Option<(i32, i64)>) {
     let log = handle.lock();
+    if !log.is_leader() {
+        // Only the leader serves fetches (consumers' and followers' alike).
+        return (Some(ResponseError::NotLeaderOrFollower), None);
+    }
     if let Err(e) = super::check_leader_epoch(log.leader_epoch(), p.current_leader_epoch) {
         return (Some(e), None);
     }
@@ -198,6 +202,9 @@ pub fn can_respond_now(params: &FetchParams, partitions: &[FetchPartitionStatus]
             return true;
         };
         let log = handle.lock();
+        if !log.is_leader() {
+            return true; // leadership moved away: the read answers NOT_LEADER_OR_FOLLOWER
+        }
         if p.fetch_offset < log.log_start_offset() || p.fetch_offset > log.log_end_offset() {
             return true; // out of range: the read answers OFFSET_OUT_OF_RANGE
         }
@@ -231,6 +238,9 @@ pub fn read_from_local_log(
                         records: Some(Bytes::new()),
                         diverging_epoch: p.diverging_epoch,
                     }
+                }
+                (Some(handle), None) if !handle.is_deleted() && !handle.lock().is_leader() => {
+                    FetchPartitionData::error(ResponseError::NotLeaderOrFollower)
                 }
                 (Some(handle), None) if !handle.is_deleted() => {
                     let log = handle.lock();

@@ -39,6 +39,7 @@
 
 mod append;
 pub(crate) mod fetch;
+mod roles;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
 pub mod log_memory;
 pub mod producer_ids;
@@ -297,6 +298,7 @@ impl ReplicaManager {
             .partition(topic, partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         let log = handle.lock();
+        log.ensure_leader().map_err(|e| e.error())?;
         check_leader_epoch(log.leader_epoch(), current_leader_epoch)?;
         let found = match timestamp {
             list_offsets::LATEST => Some(match bound {
@@ -334,6 +336,7 @@ impl ReplicaManager {
             .partition(topic, partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         let log = handle.lock();
+        log.ensure_leader().map_err(|e| e.error())?;
         check_leader_epoch(log.leader_epoch(), current_leader_epoch)?;
         Ok(log.end_offset_for_leader_epoch(epoch))
     }

@@ -154,8 +154,6 @@ impl Partition {
     /// The refusal of a leader-only append on a follower, as an [`AppendError`].
     fn refuse_append_unless_leader(&self) -> Result<(), AppendError> {
         self.ensure_leader()
-            .map_err(|not_leader| AppendError::InvalidRecord {
-                reason: not_leader.to_string(),
-            })
+            .map_err(AppendError::NotLeaderOrFollower)
     }
 }

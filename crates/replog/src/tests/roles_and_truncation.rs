@@ -779,12 +779,8 @@ fn leader_only_calls_on_a_follower_are_refused_and_change_nothing() {
         let err = f
             .append_as_leader(BatchBuilder::new(1).bytes(), acks, 2)
             .unwrap_err();
-        assert_eq!(
-            err,
-            AppendError::InvalidRecord {
-                reason: not_leader.to_string()
-            }
-        );
+        assert_eq!(err, AppendError::NotLeaderOrFollower(not_leader.clone()));
+        assert_eq!(err.kafka_error_code(), 6);
     }
     assert!(f.append(BatchBuilder::new(1).bytes(), 2).is_err());
     let err = f.update_follower_fetch(3, 0, 2).unwrap_err();
