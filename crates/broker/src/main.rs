@@ -233,9 +233,12 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         // Followers reach the listener over loopback, whatever address it is bound to.
         let bootstrap = format!("127.0.0.1:{}", broker.local_addr().port());
         let ids: Vec<i32> = rm.config.all_replica_ids().into_iter().skip(1).collect();
+        // The simulated followers keep offsets, not records: nobody reads their copies,
+        // and records kept there would sit outside `log.memory.max.bytes`.
         let template = followersim::FollowerConfig {
             fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
             fetch_delay_ms: rm.config.follower_fetch_delay_ms,
+            retain_bytes: 0,
             ..followersim::FollowerConfig::default()
         };
         EmbeddedFollowers::start_for(&rm, &bootstrap, &ids, &template)
