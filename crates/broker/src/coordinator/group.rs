@@ -580,6 +580,11 @@ impl GroupMetadata {
         self.offsets.insert(key.clone(), offset.clone());
     }
 
+    /// Forgets one committed offset (a tombstone replayed from `__consumer_offsets`).
+    pub fn remove_offset(&mut self, key: &OffsetKey) {
+        self.offsets.remove(key);
+    }
+
     /// The commit failed: forget it.
     pub fn fail_pending_offset_write(&mut self, key: &OffsetKey, offset: &OffsetAndMetadata) {
         if self.pending_offset_commits.get(key) == Some(offset) {

@@ -46,6 +46,7 @@ pub mod delayed;
 pub mod group;
 mod heartbeat;
 mod join;
+pub mod load;
 pub mod manager;
 pub mod member;
 mod offsets;

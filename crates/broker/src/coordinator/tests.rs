@@ -724,3 +724,50 @@ fn a_static_leader_rejoining_with_join_group_v9_is_told_to_skip_the_assignment()
     );
     assert_eq!(h.state("g"), Some((GroupState::Stable, 1, 1)));
 }
+
+#[test]
+fn a_new_coordinator_rebuilds_offsets_and_generations_from_the_offsets_topic() {
+    let h = harness(|c| c.group_initial_rebalance_delay_ms = 0);
+    // A Stable group at generation 1 that commits 5, then 9; a simple consumer that
+    // commits 17; a group deleted after committing.
+    let (a, _b) = h.stable_pair("grp");
+    assert_eq!(h.commit("grp", &a, 1, 5).expect("commit")[0].1, None);
+    assert_eq!(h.commit("grp", &a, 1, 9).expect("commit")[0].1, None);
+    assert_eq!(h.commit("solo", "", -1, 17).expect("commit")[0].1, None);
+    assert_eq!(h.commit("gone", "", -1, 3).expect("commit")[0].1, None);
+    assert_eq!(h.delete_groups(&["gone"]), vec![None]);
+
+    // Leadership of __consumer_offsets moves: a coordinator with an empty memory, on the
+    // same replica manager (the same logs), loads every partition.
+    let fresh = GroupCoordinator::new(&h.rm);
+    let topic =
+        h.rm.topic(crate::topics::OFFSETS_TOPIC)
+            .expect("offsets topic");
+    let mut loaded = super::load::LoadSummary::default();
+    for p in &topic.partitions {
+        let s = fresh.load_groups(p);
+        loaded.records += s.records;
+        loaded.groups += s.groups;
+        loaded.offsets += s.offsets;
+        loaded.unreadable += s.unreadable;
+    }
+    assert_eq!(loaded.unreadable, 0);
+    assert_eq!(
+        (loaded.groups, loaded.offsets),
+        (2, 2),
+        "grp and solo, one offset each"
+    );
+    let offset = |group: &str| {
+        fresh.handle_fetch_offsets(group, Some(vec![(Arc::from("t"), 0)]))[0]
+            .1
+            .offset
+    };
+    assert_eq!(offset("grp"), 9, "the last commit wins");
+    assert_eq!(offset("solo"), 17);
+    assert_eq!(offset("gone"), -1, "a deleted group's offsets stay deleted");
+    // The group comes back Empty at its generation; its members rejoin.
+    let g = fresh.group("grp").expect("grp loaded");
+    let g = g.state.lock();
+    assert_eq!((g.state(), g.generation_id), (GroupState::Empty, 1));
+    assert_eq!(g.protocol_type.as_deref(), Some("consumer"));
+}

@@ -1,0 +1,149 @@
+//! Loading groups from `__consumer_offsets` (Kafka's `GroupMetadataManager.loadGroupsAndOffsets`).
+//!
+//! The coordinator of a group is the leader of the group's `__consumer_offsets` partition.
+//! When leadership of that partition moves to this broker, the new coordinator knows
+//! nothing yet: its memory is empty, but its copy of the partition holds every commit and
+//! every group record the old coordinator wrote, replicated before they were acknowledged.
+//! Replaying the partition's records in offset order rebuilds what the old one had: the
+//! last committed offset of each group and partition (a null value deletes it), and each
+//! group's protocol type and generation (a null value deletes the group).
+//!
+//! What is not rebuilt: members. Kafka loads them too and keeps their sessions running; here
+//! a group comes back Empty at its last generation, its members' heartbeats and commits get
+//! UNKNOWN_MEMBER_ID, and they rejoin, one rebalance later than on Kafka. Their committed
+//! offsets are all there, so nothing is consumed twice beyond what was never committed.
+//!
+//! Only replicated records are read: up to the partition's high watermark.
+
+use std::sync::Arc;
+
+use kafka_protocol::records::RecordBatchDecoder;
+use replog::ReadBound;
+
+use super::group::OffsetAndMetadata;
+use super::records::{self, RecordKey};
+use super::GroupCoordinator;
+use crate::partition::PartitionHandle;
+
+/// What a load found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadSummary {
+    /// Records replayed.
+    pub records: usize,
+    /// Groups present after the load.
+    pub groups: usize,
+    /// Committed offsets present after the load.
+    pub offsets: usize,
+    /// Records that could not be read (logged and skipped, as Kafka skips unknown ones).
+    pub unreadable: usize,
+}
+
+impl GroupCoordinator {
+    /// Replays `partition` (a `__consumer_offsets` partition this broker now leads) into
+    /// the groups it holds.
+    pub fn load_groups(&self, partition: &PartitionHandle) -> LoadSummary {
+        let bytes = {
+            let log = partition.lock();
+            match log.read(log.log_start_offset(), usize::MAX, ReadBound::HighWatermark) {
+                Ok(read) => read.records,
+                Err(_) => return LoadSummary::default(),
+            }
+        };
+        let mut summary = LoadSummary::default();
+        let mut buf = bytes;
+        let sets = match RecordBatchDecoder::decode_all(&mut buf) {
+            Ok(sets) => sets,
+            Err(e) => {
+                tracing::warn!(tp = %partition.tp, "cannot read the partition's batches: {e}");
+                summary.unreadable += 1;
+                return summary;
+            }
+        };
+        let mut touched: Vec<Arc<str>> = Vec::new();
+        for record in sets.into_iter().flat_map(|set| set.records) {
+            summary.records += 1;
+            let Some(key) = record.key else {
+                summary.unreadable += 1;
+                continue;
+            };
+            match records::read_key(key) {
+                Ok(RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                }) => {
+                    let value = record.value.map(records::read_offset_commit_value);
+                    if let Some(Err(_)) = value {
+                        summary.unreadable += 1;
+                        continue;
+                    }
+                    self.replay(&group, &mut touched, |g| {
+                        let key = (Arc::from(topic.as_str()), partition);
+                        match value {
+                            Some(Ok(v)) => g.on_offset_commit_append(
+                                &key,
+                                &OffsetAndMetadata {
+                                    offset: v.offset,
+                                    leader_epoch: v.leader_epoch,
+                                    metadata: v.metadata,
+                                    commit_timestamp_ms: v.commit_timestamp,
+                                },
+                            ),
+                            _ => g.remove_offset(&key),
+                        }
+                    });
+                }
+                Ok(RecordKey::GroupMetadata { group }) => match record.value {
+                    Some(value) => match records::read_group_metadata_value(value) {
+                        Ok(v) => self.replay(&group, &mut touched, |g| {
+                            g.protocol_type = Some(v.protocol_type);
+                            g.generation_id = v.generation;
+                            g.protocol_name = None;
+                        }),
+                        Err(_) => summary.unreadable += 1,
+                    },
+                    // The group was deleted: so are its offsets (DeleteGroups wrote them
+                    // as tombstones before it, in the same batch).
+                    None => self.replay(&group, &mut touched, |g| {
+                        g.remove_all_offsets();
+                        g.protocol_type = None;
+                    }),
+                },
+                Err(_) => summary.unreadable += 1,
+            }
+        }
+        for id in &touched {
+            if let Some(handle) = self.group(id) {
+                // `locked` drops a group that ended with nothing in it.
+                self.locked(&handle, |_, _, _| ());
+            }
+        }
+        summary.groups = touched.iter().filter(|id| self.group(id).is_some()).count();
+        summary.offsets = touched
+            .iter()
+            .filter_map(|id| self.group(id))
+            .map(|h| h.state.lock().offset_count())
+            .sum();
+        if summary.unreadable > 0 {
+            tracing::warn!(tp = %partition.tp, unreadable = summary.unreadable, "skipped records that could not be read");
+        }
+        tracing::info!(tp = %partition.tp, records = summary.records, groups = summary.groups, offsets = summary.offsets, "loaded groups and offsets");
+        summary
+    }
+
+    /// Applies one record to `group` (created Empty if new), under its lock.
+    fn replay(
+        &self,
+        group: &str,
+        touched: &mut Vec<Arc<str>>,
+        apply: impl FnOnce(&mut super::group::GroupMetadata),
+    ) {
+        let Ok(Some(handle)) = self.get_or_create(group, true) else {
+            return; // over group.coordinator.max.groups: logged by get_or_create
+        };
+        if !touched.iter().any(|t| **t == *group) {
+            touched.push(handle.id.clone());
+        }
+        self.locked(&handle, |_, g, _| apply(g));
+    }
+}
