@@ -30,6 +30,7 @@
 
 pub mod admin;
 pub mod apis;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod coordinator;

@@ -141,6 +141,11 @@ struct ServeArgs {
     /// Do not serve the admin HTTP API.
     #[arg(long)]
     no_admin: bool,
+    /// Run N brokers in this process (ids 1..N, listeners on consecutive ports from
+    /// `--listen`), each following the others over the Kafka protocol. 1: a single broker,
+    /// no followers. Without it: one leader and its simulated followers.
+    #[arg(long, value_name = "N")]
+    brokers: Option<i32>,
 }
 
 const DEFAULT_CONFIG: &str = "config/broker.toml";
@@ -207,9 +212,10 @@ fn main() -> std::process::ExitCode {
 fn run() -> anyhow::Result<()> {
     // Without RUST_LOG: lifecycle, ISR changes and rebalances at info, but not the lines
     // written for every request: each delayed operation's life (`purgatory::purgatory`) and
-    // each high-watermark move (`purgatory::replication`). Formatting them took a sixth of
-    // the broker's CPU under acks=all load, and the live view and `ctl trace` tell each
-    // request's story anyway. `RUST_LOG=purgatory=info` turns them back on.
+    // each high-watermark move (`purgatory::replication`). Formatting them cost a large
+    // share of the broker's CPU under acks=all load (docs/performance.md), and the live
+    // view and `ctl trace` tell each request's story anyway. `RUST_LOG=purgatory=info`
+    // turns them back on.
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| {
             EnvFilter::new("info,purgatory::purgatory=warn,purgatory::replication=warn")
@@ -221,9 +227,47 @@ fn run() -> anyhow::Result<()> {
         None => ServeArgs::default(),
         Some(Command::Ctl(ctl)) => return run_ctl(ctl),
     };
-    let config = load_config(&args)?;
+    let mut config = load_config(&args)?;
     let runtime = purgatory::server::runtime()?;
-    runtime.block_on(serve(config))
+    match args.brokers {
+        Some(n) if n > 1 => runtime.block_on(serve_cluster(config, n)),
+        Some(n) if n < 1 => anyhow::bail!("--brokers must be at least 1, got {n}"),
+        Some(_) => {
+            // One broker and no followers: every topic has replication factor 1.
+            config.follower_count = 0;
+            config.embedded_followers = false;
+            config.default_replication_factor = 1;
+            runtime.block_on(serve(config))
+        }
+        None => runtime.block_on(serve(config)),
+    }
+}
+
+/// `--brokers N`: N brokers in this process. The admin listener shows broker 1.
+async fn serve_cluster(config: BrokerConfig, brokers: i32) -> anyhow::Result<()> {
+    let cluster = purgatory::cluster::Cluster::start(config, brokers).await?;
+    let first = cluster
+        .broker(1)
+        .ok_or_else(|| anyhow::anyhow!("broker 1 did not start"))?;
+    let rm = first.replica_manager().clone();
+    for id in cluster.ids() {
+        if let Some(b) = cluster.broker(id) {
+            tracing::info!(broker = id, listen = %b.local_addr(), "broker ready");
+        }
+    }
+    if rm.config.admin_enable {
+        let state = AdminState::new(
+            rm.clone(),
+            first.group_coordinator().clone(),
+            EmbeddedFollowers::none(),
+            rm.config.admin_token.clone(),
+        );
+        admin::start(&rm.config.admin_listen, state)?;
+    }
+    tokio::signal::ctrl_c().await?;
+    tracing::info!("shutting down");
+    cluster.shutdown().await;
+    Ok(())
 }
 
 async fn serve(config: BrokerConfig) -> anyhow::Result<()> {

@@ -46,6 +46,16 @@ pub struct Broker {
 impl Broker {
     /// Binds the listener and starts serving. Must be called inside a tokio runtime.
     pub async fn start(config: BrokerConfig) -> anyhow::Result<Broker> {
+        let timer = ReplicaManager::timer_for(&config);
+        Self::start_with_timer(config, timer).await
+    }
+
+    /// Like [`start`](Self::start), on a timer shared with the other brokers of this
+    /// process ([`crate::cluster`]).
+    pub async fn start_with_timer(
+        config: BrokerConfig,
+        timer: timewheel::Timer,
+    ) -> anyhow::Result<Broker> {
         config.validate()?;
         let listener = TcpListener::bind(&config.listen).await.with_context(|| {
             format!(
@@ -55,7 +65,7 @@ impl Broker {
             )
         })?;
         let local_addr = listener.local_addr()?;
-        let rm = ReplicaManager::new(config);
+        let rm = ReplicaManager::with_timer(config, timer);
         rm.set_bound_port(local_addr.port());
         // The group coordinator starts with the broker, so that its purgatories show in the
         // state API from the start; __consumer_offsets is created when a group first needs it.

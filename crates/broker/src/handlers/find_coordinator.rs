@@ -32,7 +32,26 @@ pub fn handle(
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> ResponseKind {
-    let (host, port) = metadata::advertised(rm);
+    // With several brokers, a group's coordinator is the leader of its
+    // `__consumer_offsets` partition; alone, this broker.
+    let node_for = |key: &str| -> (i32, String, i32) {
+        let local = || {
+            let (host, port) = metadata::advertised(rm);
+            (rm.config.broker_id, host, port)
+        };
+        let Some(cluster) = rm.cluster() else {
+            return local();
+        };
+        let partition = coordinator.manager.partition_for(key);
+        let leader = cluster
+            .partition(crate::topics::OFFSETS_TOPIC, partition)
+            .map(|p| p.leader);
+        cluster
+            .brokers()
+            .into_iter()
+            .find(|(id, _, _)| Some(*id) == leader)
+            .unwrap_or_else(local)
+    };
     let found = |key_type: i8| -> Result<(), (ResponseError, String)> {
         match key_type {
             GROUP => coordinator
@@ -56,10 +75,11 @@ pub fn handle(
             .coordinator_keys
             .into_iter()
             .map(|key| {
+                let (node, host, port) = node_for(&key);
                 let entry = Coordinator::default().with_key(key);
                 match &result {
                     Ok(()) => entry
-                        .with_node_id(BrokerId(rm.config.broker_id))
+                        .with_node_id(BrokerId(node))
                         .with_host(sb(&host))
                         .with_port(port),
                     Err((error, message)) => entry
@@ -75,7 +95,8 @@ pub fn handle(
     let key_type = if v >= 1 { req.key_type } else { GROUP };
     match found(key_type) {
         Ok(()) => {
-            response.node_id = BrokerId(rm.config.broker_id);
+            let (node, host, port) = node_for(&req.key);
+            response.node_id = BrokerId(node);
             response.host = sb(&host);
             response.port = port;
         }

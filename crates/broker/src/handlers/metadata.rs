@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::cluster::ClusterLink;
 use crate::replica_manager::ReplicaManager;
 use crate::topics::Topic;
 
@@ -26,11 +27,25 @@ pub fn handle(
     ctx: &RequestContext,
     req: MetadataRequest,
 ) -> ResponseKind {
-    let (host, port) = advertised(rm);
-    let broker = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(rm.config.broker_id))
-        .with_host(sb(&host))
-        .with_port(port);
+    let cluster = rm.cluster();
+    let brokers = match &cluster {
+        // Several brokers: every one, and each partition as the controller has it.
+        Some(cluster) => cluster.brokers(),
+        None => {
+            let (host, port) = advertised(rm);
+            vec![(rm.config.broker_id, host, port)]
+        }
+    };
+    let brokers = brokers
+        .into_iter()
+        .map(|(id, host, port)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(sb(&host))
+                .with_port(port)
+        })
+        .collect();
+    let describe_topic = |topic: &Topic| describe_topic(topic, cluster.as_deref());
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all = match &req.topics {
         None => true,
@@ -64,18 +79,21 @@ pub fn handle(
     };
     ResponseKind::Metadata(
         MetadataResponse::default()
-            .with_brokers(vec![broker])
+            .with_brokers(brokers)
             .with_cluster_id(Some(sb(rm.cluster_id())))
             .with_controller_id(BrokerId(rm.config.broker_id))
             .with_topics(topics),
     )
 }
 
-fn describe_topic(topic: &Topic) -> MetadataResponseTopic {
+fn describe_topic(topic: &Topic, cluster: Option<&dyn ClusterLink>) -> MetadataResponseTopic {
     let partitions = topic
         .describe_partitions()
         .into_iter()
-        .map(|p| {
+        .map(|local| {
+            let p = cluster
+                .and_then(|c| c.partition(&topic.name, local.index))
+                .unwrap_or(local);
             MetadataResponsePartition::default()
                 .with_partition_index(p.index)
                 .with_leader_id(BrokerId(p.leader))

@@ -66,7 +66,12 @@ impl Reply {
     pub fn from_callback(mut rx: oneshot::Receiver<ResponseKind>) -> Reply {
         match rx.try_recv() {
             Ok(response) => Reply::now(response),
-            Err(_) => Reply::Later(rx),
+            Err(oneshot::error::TryRecvError::Empty) => Reply::Later(rx),
+            // The callback was dropped without answering: the request can never be
+            // answered, so the connection closes (awaiting `rx` now would fail forever).
+            Err(oneshot::error::TryRecvError::Closed) => {
+                Reply::Close("the request was dropped unanswered".into())
+            }
         }
     }
 }

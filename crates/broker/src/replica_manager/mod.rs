@@ -118,19 +118,32 @@ pub struct ReplicaManager {
     pub telemetry: Arc<Telemetry>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
+    /// The cluster this broker belongs to, when it runs with others (`--brokers N`).
+    cluster: OnceLock<Weak<dyn crate::cluster::ClusterLink>>,
 }
 
 impl ReplicaManager {
     /// Builds the state and starts the periodic ISR check on the timer.
     pub fn new(config: BrokerConfig) -> Arc<Self> {
+        let timer = Self::timer_for(&config);
+        Self::with_timer(config, timer)
+    }
+
+    /// The timer `config` asks for (system or manual clock).
+    pub fn timer_for(config: &BrokerConfig) -> Timer {
         let timer_config = TimerConfig {
             tick_ms: config.timer_tick_ms,
             wheel_size: config.timer_wheel_size,
         };
-        let timer = match config.clock {
+        match config.clock {
             ClockMode::System => Timer::system(timer_config),
             ClockMode::Manual => Timer::manual(timer_config),
-        };
+        }
+    }
+
+    /// Like [`new`](Self::new), on a timer shared with other brokers of the same process:
+    /// each broker has its own purgatories, and one wheel holds every timeout.
+    pub fn with_timer(config: BrokerConfig, timer: Timer) -> Arc<Self> {
         let purgatory_config = || PurgatoryConfig {
             purge_interval: config.purge_interval_requests,
         };
@@ -144,6 +157,7 @@ impl ReplicaManager {
             telemetry: Arc::new(Telemetry::default()),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
+            cluster: OnceLock::new(),
             config,
         });
         schedule_isr_check(Arc::downgrade(&rm));
@@ -163,6 +177,17 @@ impl ReplicaManager {
     /// The listener's bound port, once known.
     pub fn bound_port(&self) -> Option<i32> {
         self.bound_port.get().copied()
+    }
+
+    /// Joins this broker to `cluster`: Metadata then answers the controller's view, and
+    /// topics are created through it, on every broker.
+    pub fn link_cluster(&self, cluster: Weak<dyn crate::cluster::ClusterLink>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The cluster this broker belongs to, if it runs with others.
+    pub fn cluster(&self) -> Option<Arc<dyn crate::cluster::ClusterLink>> {
+        self.cluster.get().and_then(Weak::upgrade)
     }
 
     /// The cluster id reported in Metadata.
@@ -234,6 +259,19 @@ impl ReplicaManager {
 
     /// Validates and (unless `validate_only`) creates a topic.
     pub fn create_topic(
+        &self,
+        new: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        if let (Some(cluster), false) = (self.cluster(), validate_only) {
+            return cluster.create_topic(self.config.broker_id, new);
+        }
+        self.create_local_topic(new, validate_only)
+    }
+
+    /// Validates and (unless `validate_only`) creates a topic on this broker alone: a
+    /// cluster calls this on each broker, then sets each partition's role.
+    pub fn create_local_topic(
         &self,
         new: NewTopic,
         validate_only: bool,
@@ -363,6 +401,10 @@ impl ReplicaManager {
     /// that `cause` did it: a longer log may complete follower fetches; a higher HW may
     /// complete produces and consumer fetches. Called with no partition lock held.
     fn complete_waiting(&self, tp: &TopicPartition, change: &PartitionChange, cause: Cause) {
+        if let (Some(isr), Some(cluster)) = (&change.new_isr, self.cluster()) {
+            // Kafka's AlterPartition: the controller keeps the ISR Metadata shows.
+            cluster.isr_changed(self.config.broker_id, tp, isr.clone());
+        }
         if change.high_watermark_advanced() {
             let produces = self.produce_purgatory.check_and_complete_with(tp, cause);
             let fetches = self.fetch_purgatory.check_and_complete_with(tp, cause);

@@ -1,0 +1,280 @@
+//! Several brokers in one process (`purgatory serve --brokers N`).
+//!
+//! Each broker is a whole broker: its own listener (consecutive ports from `--listen`), its
+//! own replica manager with its own Produce and Fetch purgatories (on one timer shared by
+//! all, so one wheel holds every timeout), its own group coordinator. Followers are
+//! brokers: broker `i` runs one replica fetcher per other broker `j`, the `followersim`
+//! fetch loop connected to `j`'s listener with `i` as its replica id, following the
+//! partitions `j` leads into `i`'s own partition logs ([`crate::replica_fetcher`]).
+//!
+//! One in-process controller ([`controller::Controller`], KRaft's metadata without the
+//! quorum) owns each partition's replicas, leader, leader epoch and ISR. Topic creation goes
+//! through it: it assigns replicas the way Kafka does, and every broker creates the
+//! partitions and takes the role it was given. A leader's ISR changes go to it (Kafka's
+//! AlterPartition), and Metadata on any broker answers its view.
+//!
+//! Not here yet: killing and restarting brokers, elections, and the group coordinator
+//! moving with its partition. Those drive the controller's elections and the replica
+//! manager's role changes, which exist and are tested on their own.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use anyhow::Context;
+use controller::{Controller, TopicPartition as ControllerTp};
+use followersim::{Follower, FollowerConfig, FollowerHandle};
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tracing::{info, warn};
+
+use crate::config::BrokerConfig;
+use crate::partition::TopicPartition;
+use crate::replica_fetcher::BrokerLogs;
+use crate::replica_manager::ReplicaManager;
+use crate::server::Broker;
+use crate::topics::{NewTopic, PartitionDescription, Topic, TopicError};
+
+/// What a broker of a cluster asks of the cluster.
+pub trait ClusterLink: Send + Sync {
+    /// Every broker: (id, host, port).
+    fn brokers(&self) -> Vec<(i32, String, i32)>;
+    /// A partition as the controller has it.
+    fn partition(&self, topic: &str, index: i32) -> Option<PartitionDescription>;
+    /// Creates a topic on every broker, asked by broker `from`; returns `from`'s topic.
+    fn create_topic(&self, from: i32, new: NewTopic) -> Result<Arc<Topic>, TopicError>;
+    /// Broker `leader` changed the ISR of `tp` to `isr` (Kafka's AlterPartition).
+    fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>);
+}
+
+/// One broker of the cluster.
+struct Node {
+    broker: Broker,
+    host: String,
+    fetchers: Vec<FollowerHandle>,
+}
+
+/// The brokers of this process and their controller.
+pub struct Cluster {
+    controller: Mutex<Controller>,
+    nodes: BTreeMap<i32, Node>,
+}
+
+impl Cluster {
+    /// Starts `brokers` brokers (ids 1..=brokers) from `config`, on consecutive ports from
+    /// its `listen`, each fetching from the others. Must run inside a tokio runtime.
+    pub async fn start(config: BrokerConfig, brokers: i32) -> anyhow::Result<Arc<Cluster>> {
+        anyhow::ensure!(brokers >= 1, "--brokers must be at least 1");
+        let (host, port) = config
+            .listen
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+            .context("--listen must be HOST:PORT")?;
+        let timer = ReplicaManager::timer_for(&config);
+        let mut nodes = BTreeMap::new();
+        let mut controller = Controller::new();
+        for id in 1..=brokers {
+            let port = if port == 0 {
+                0
+            } else {
+                port.checked_add(u16::try_from(id - 1)?)
+                    .context("the brokers' ports run past 65535")?
+            };
+            let node_config = BrokerConfig {
+                broker_id: id,
+                listen: format!("{host}:{port}"),
+                // The others are this broker's followers: replication factors up to N.
+                follower_count: brokers - 1,
+                embedded_followers: false,
+                ..config.clone()
+            };
+            let broker = Broker::start_with_timer(node_config, timer.clone()).await?;
+            let advertised = broker.replica_manager().config.advertised_host();
+            let address = format!("{}:{}", advertised, broker.local_addr().port());
+            controller
+                .register_broker(id, address)
+                .map_err(|e| anyhow::anyhow!("registering broker {id}: {e}"))?;
+            nodes.insert(
+                id,
+                Node {
+                    broker,
+                    host: advertised,
+                    fetchers: Vec::new(),
+                },
+            );
+        }
+        let addresses: BTreeMap<i32, String> = nodes
+            .iter()
+            .map(|(&id, n)| (id, format!("127.0.0.1:{}", n.broker.local_addr().port())))
+            .collect();
+        for (&id, node) in nodes.iter_mut() {
+            let rm = node.broker.replica_manager().clone();
+            for (&leader, address) in addresses.iter().filter(|(&l, _)| l != id) {
+                let fetcher = FollowerConfig {
+                    replica_id: id,
+                    bootstrap: address.clone(),
+                    leader_id: Some(leader),
+                    fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
+                    client_id: Some(format!("broker-{id}-fetcher-{leader}")),
+                    ..FollowerConfig::default()
+                };
+                node.fetchers
+                    .push(Follower::spawn_with_logs(fetcher, BrokerLogs::new(&rm)));
+            }
+        }
+        let cluster = Arc::new(Cluster {
+            controller: Mutex::new(controller),
+            nodes,
+        });
+        let link: Weak<dyn ClusterLink> =
+            Arc::downgrade(&(cluster.clone() as Arc<dyn ClusterLink>));
+        for node in cluster.nodes.values() {
+            node.broker.replica_manager().link_cluster(link.clone());
+            // A new topic is followed at once, not on the fetchers' next metadata refresh.
+            let mut changes = node.broker.replica_manager().subscribe_topic_changes();
+            let fetchers: Vec<FollowerHandle> = cluster
+                .nodes
+                .values()
+                .flat_map(|n| n.fetchers.iter().cloned())
+                .collect();
+            tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    for f in &fetchers {
+                        f.refresh_metadata();
+                    }
+                }
+            });
+        }
+        info!(brokers, "cluster started");
+        Ok(cluster)
+    }
+
+    /// Broker `id`.
+    pub fn broker(&self, id: i32) -> Option<&Broker> {
+        self.nodes.get(&id).map(|n| &n.broker)
+    }
+
+    /// Every broker's id.
+    pub fn ids(&self) -> Vec<i32> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// The controller's view, for the state API.
+    pub fn snapshot(&self) -> controller::MetadataSnapshot {
+        self.controller.lock().snapshot()
+    }
+
+    /// Stops every broker and fetcher.
+    pub async fn shutdown(&self) {
+        // Every fetcher is told first, so none reconnects to a broker already gone.
+        for f in self.nodes.values().flat_map(|n| &n.fetchers) {
+            f.signal_shutdown();
+        }
+        for node in self.nodes.values() {
+            node.broker.shutdown();
+        }
+        for f in self.nodes.values().flat_map(|n| &n.fetchers) {
+            f.shutdown().await;
+        }
+    }
+
+    fn rm(&self, id: i32) -> Option<&Arc<ReplicaManager>> {
+        self.nodes.get(&id).map(|n| n.broker.replica_manager())
+    }
+}
+
+/// A controller error as the Kafka error a client gets.
+fn topic_error(e: controller::Error) -> TopicError {
+    let error = ResponseError::try_from_code(e.kafka_error_code())
+        .unwrap_or(ResponseError::UnknownServerError);
+    TopicError::new(error, e.to_string())
+}
+
+impl ClusterLink for Cluster {
+    fn brokers(&self) -> Vec<(i32, String, i32)> {
+        self.nodes
+            .iter()
+            .map(|(&id, n)| (id, n.host.clone(), i32::from(n.broker.local_addr().port())))
+            .collect()
+    }
+
+    fn partition(&self, topic: &str, index: i32) -> Option<PartitionDescription> {
+        let controller = self.controller.lock();
+        let state = controller
+            .image()
+            .partition(&ControllerTp::new(topic, index))?;
+        Some(PartitionDescription {
+            index,
+            leader: state.leader,
+            leader_epoch: state.leader_epoch,
+            replicas: state.replicas.clone(),
+            isr: state.isr.clone(),
+        })
+    }
+
+    fn create_topic(&self, from: i32, mut new: NewTopic) -> Result<Arc<Topic>, TopicError> {
+        let asking = self
+            .rm(from)
+            .ok_or_else(|| TopicError::new(ResponseError::UnknownServerError, "no such broker"))?;
+        if new.partitions == -1 {
+            new.partitions = asking.config.num_partitions;
+        }
+        if new.replication_factor == -1 {
+            new.replication_factor = asking.config.default_replication_factor;
+        }
+        // The name, the counts and the configs are checked as one broker checks them.
+        asking.create_local_topic(new.clone(), true)?;
+        let states: Vec<controller::PartitionState> = {
+            let mut controller = self.controller.lock();
+            controller
+                .create_topic(&new.name, new.partitions, new.replication_factor, false)
+                .map_err(topic_error)?;
+            let topic = controller.image().topic(&new.name).ok_or_else(|| {
+                TopicError::new(ResponseError::UnknownServerError, "the controller lost it")
+            })?;
+            (0..topic.partition_count())
+                .filter_map(|p| topic.partition(p).cloned())
+                .collect()
+        };
+        let mut created = None;
+        for (&id, node) in &self.nodes {
+            let rm = node.broker.replica_manager();
+            let topic = rm.create_local_topic(new.clone(), false)?;
+            for (handle, state) in topic.partitions.iter().zip(&states) {
+                let role = if state.leader == id {
+                    rm.make_leader(
+                        handle,
+                        state.leader_epoch,
+                        state.replicas.clone(),
+                        state.isr.clone(),
+                    )
+                } else {
+                    rm.make_follower(handle, state.leader, state.leader_epoch)
+                };
+                if let Err(e) = role {
+                    warn!(tp = %handle.tp, broker = id, "cannot take its role: {e}");
+                }
+            }
+            if id == from {
+                created = Some(topic);
+            }
+        }
+        created.ok_or_else(|| TopicError::new(ResponseError::UnknownServerError, "no such broker"))
+    }
+
+    fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>) {
+        let mut controller = self.controller.lock();
+        let ctp = ControllerTp::new(&*tp.topic, tp.partition);
+        let Some(state) = controller.image().partition(&ctp).cloned() else {
+            return;
+        };
+        if let Err(e) = controller.alter_partition(
+            &ctp,
+            leader,
+            state.leader_epoch,
+            state.partition_epoch,
+            &isr,
+        ) {
+            warn!(%tp, leader, ?isr, "AlterPartition refused: {e}");
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Three brokers in one process, seen through librdkafka: every broker in Metadata,
+//! leaders spread as Kafka's assignment spreads them, each partition served by its leader
+//! and replicated by the other two brokers' fetchers before acks=all is answered, and a
+//! group consumer (whose coordinator is the leader of its `__consumer_offsets` partition)
+//! reading everything back.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{create_topic, producer, wait_until};
+use purgatory::cluster::Cluster;
+use purgatory::config::BrokerConfig;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::producer::FutureRecord;
+use rdkafka::Message;
+
+async fn three_brokers() -> std::sync::Arc<Cluster> {
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".into(),
+        ..BrokerConfig::default()
+    };
+    Cluster::start(config, 3).await.expect("the cluster starts")
+}
+
+fn bootstrap(cluster: &Cluster) -> String {
+    cluster
+        .ids()
+        .iter()
+        .filter_map(|&id| cluster.broker(id))
+        .map(|b| b.local_addr().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_brokers_spread_leaders_replicate_to_each_other_and_serve_a_group() {
+    let cluster = three_brokers().await;
+    let servers = bootstrap(&cluster);
+    create_topic(&servers, "spread", 3, 3).await;
+
+    // Metadata from any broker: three brokers, partition p led by broker p + 1 (Kafka's
+    // round robin from broker 1), every broker in every ISR.
+    let client: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .set("group.id", "metadata-reader")
+        .create()
+        .expect("client");
+    let metadata = client
+        .fetch_metadata(Some("spread"), Duration::from_secs(10))
+        .expect("metadata");
+    let brokers: BTreeSet<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
+    assert_eq!(brokers, BTreeSet::from([1, 2, 3]));
+    let topic = &metadata.topics()[0];
+    let mut leaders: Vec<(i32, i32)> = topic
+        .partitions()
+        .iter()
+        .map(|p| (p.id(), p.leader()))
+        .collect();
+    leaders.sort();
+    assert_eq!(leaders, vec![(0, 1), (1, 2), (2, 3)]);
+    for p in topic.partitions() {
+        assert_eq!(p.isr().len(), 3, "partition {} ISR {:?}", p.id(), p.isr());
+    }
+    // acks=all: each record is answered by its partition's leader once both other
+    // brokers have fetched it.
+    let p = producer(&servers, &[]);
+    for i in 0..30 {
+        let value = format!("v{i}");
+        p.send(
+            FutureRecord::<(), _>::to("spread")
+                .partition(i % 3)
+                .payload(&value),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|(e, _)| panic!("record {i} not acknowledged: {e}"));
+    }
+    // Every broker holds every record: the followers' copies are in their own logs.
+    for id in cluster.ids() {
+        let rm = cluster
+            .broker(id)
+            .expect("broker")
+            .replica_manager()
+            .clone();
+        wait_until("every replica to hold its 10 records", || {
+            (0..3).all(|p| {
+                rm.partition("spread", p)
+                    .is_some_and(|h| h.lock().log_end_offset() == 10)
+            })
+        })
+        .await;
+        let leads: Vec<i32> = (0..3)
+            .filter(|&p| {
+                rm.partition("spread", p)
+                    .is_some_and(|h| h.lock().is_leader())
+            })
+            .collect();
+        assert_eq!(
+            leads,
+            vec![id - 1],
+            "broker {id} leads only its own partition"
+        );
+    }
+    // A group consumer finds its coordinator and reads everything from the leaders.
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .set("group.id", "cluster-readers")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&["spread"]).expect("subscribe");
+    let mut seen = BTreeSet::new();
+    while seen.len() < 30 {
+        let m = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
+            .await
+            .expect("records keep coming")
+            .expect("a record");
+        seen.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+    }
+    assert_eq!(seen.len(), 30);
+    // The clients leave while the brokers are still there to answer them.
+    drop((consumer, client, p));
+    cluster.shutdown().await;
+}
