@@ -52,8 +52,8 @@
 //! whose last live entry goes is emptied, and a bucket left with none leaves the bucket
 //! queue, so the queue holds exactly the buckets with live timers and a driver never wakes
 //! for nothing. A cancel itself touches the slot and nothing else that can miss the cache,
-//! which lets the processor overlap several cancels' misses (this pays about 40 % on
-//! random cancels, see `docs/performance.md`).
+//! which lets the processor overlap several cancels' misses (measured in
+//! `docs/performance.md`).
 //!
 //! Flushes skip tombstones; a list that keeps receiving timers is compacted when it is
 //! full and half tombstones. An item is current only while its slot holds the generation
