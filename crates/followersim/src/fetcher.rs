@@ -28,6 +28,7 @@
 //! Fetch, the fetch delay before a Fetch, the lag hold between receiving data and appending
 //! it. Crash, restart and shutdown drop the whole session, connection included.
 
+use crate::backoff::Backoff;
 use crate::batch::CheckedBatches;
 use crate::state::{Control, Desired, PartitionState, ReplicaState, Shared, TopicPartition};
 use crate::wire::KafkaConnection;
@@ -73,38 +74,6 @@ struct Versions {
     fetch: i16,
     metadata: i16,
     list_offsets: Option<i16>,
-}
-
-/// Exponential reconnect backoff.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-    failures: u32,
-}
-
-impl Backoff {
-    fn new(min_ms: u64, max_ms: u64) -> Self {
-        let min = Duration::from_millis(min_ms.max(1));
-        Backoff {
-            min,
-            max: Duration::from_millis(max_ms.max(min_ms.max(1))),
-            next: min,
-            failures: 0,
-        }
-    }
-
-    fn failure(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        self.failures += 1;
-        d
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-        self.failures = 0;
-    }
 }
 
 /// Sets `done` (and clears `connected`) when the task ends, however it ends.

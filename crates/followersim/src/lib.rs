@@ -31,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+mod backoff;
 pub mod batch;
 pub mod config;
 mod fetcher;
