@@ -21,7 +21,6 @@ Run from the repository root with the test venv (it needs confluent-kafka).
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,19 +31,10 @@ import urllib.request
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench_view import free_ports  # the view bench's: ports held until all are bound
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MIB = 1 << 20
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def config_with_cap(cap_bytes):

@@ -75,13 +75,8 @@ impl ReplicaLog for BrokerLog {
         checked: CheckedBatches,
         _shared: bool,
     ) -> Result<AppendOutcome, BatchError> {
+        // The log itself refuses batches that do not continue it (UnexpectedOffset).
         let old = self.log_end_offset();
-        if checked.expected_offset != old {
-            return Err(BatchError::Gap {
-                expected: old,
-                found: checked.expected_offset,
-            });
-        }
         let Some(rm) = self.rm.upgrade() else {
             return Err(BatchError::Refused {
                 reason: "the broker has shut down".into(),
