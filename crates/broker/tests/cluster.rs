@@ -12,6 +12,8 @@ use std::time::Duration;
 use common::{create_topic, producer, wait_until};
 use purgatory::cluster::Cluster;
 use purgatory::config::BrokerConfig;
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::FutureRecord;
@@ -124,5 +126,27 @@ async fn three_brokers_spread_leaders_replicate_to_each_other_and_serve_a_group(
     assert_eq!(seen.len(), 30);
     // The clients leave while the brokers are still there to answer them.
     drop((consumer, client, p));
+
+    // Deleting the topic on one broker deletes it from the controller and every broker.
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .create()
+        .expect("admin client");
+    for r in admin
+        .delete_topics(&["spread"], &AdminOptions::new())
+        .await
+        .expect("DeleteTopics answered")
+    {
+        r.expect("deleted");
+    }
+    for id in cluster.ids() {
+        let rm = cluster.broker(id).expect("broker").replica_manager();
+        assert!(
+            rm.topic("spread").is_none(),
+            "broker {id} still has the topic"
+        );
+    }
+    assert!(cluster.snapshot().topics.iter().all(|t| t.name != "spread"));
+    drop(admin);
     cluster.shutdown().await;
 }

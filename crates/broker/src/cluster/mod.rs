@@ -42,6 +42,8 @@ pub trait ClusterLink: Send + Sync {
     fn partition(&self, topic: &str, index: i32) -> Option<PartitionDescription>;
     /// Creates a topic on every broker, asked by broker `from`; returns `from`'s topic.
     fn create_topic(&self, from: i32, new: NewTopic) -> Result<Arc<Topic>, TopicError>;
+    /// Deletes a topic from the controller and every broker.
+    fn delete_topic(&self, name: &str) -> Result<(), TopicError>;
     /// Broker `leader` changed the ISR of `tp` to `isr` (Kafka's AlterPartition).
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>);
 }
@@ -129,8 +131,11 @@ impl Cluster {
             Arc::downgrade(&(cluster.clone() as Arc<dyn ClusterLink>));
         for node in cluster.nodes.values() {
             node.broker.replica_manager().link_cluster(link.clone());
-            // A new topic is followed at once, not on the fetchers' next metadata refresh.
-            let mut changes = node.broker.replica_manager().subscribe_topic_changes();
+        }
+        // A new topic is followed at once, not on the fetchers' next metadata refresh.
+        // Every broker creates every topic, so broker 1's registry tells of all of them.
+        if let Some(first) = cluster.nodes.values().next() {
+            let mut changes = first.broker.replica_manager().subscribe_topic_changes();
             let fetchers: Vec<FollowerHandle> = cluster
                 .nodes
                 .values()
@@ -259,6 +264,18 @@ impl ClusterLink for Cluster {
             }
         }
         created.ok_or_else(|| TopicError::new(ResponseError::UnknownServerError, "no such broker"))
+    }
+
+    fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        self.controller
+            .lock()
+            .delete_topic(name)
+            .map_err(topic_error)?;
+        for node in self.nodes.values() {
+            // A broker that never had it has nothing to delete.
+            let _ = node.broker.replica_manager().delete_local_topic(name);
+        }
+        Ok(())
     }
 
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>) {

@@ -294,6 +294,14 @@ impl ReplicaManager {
     /// Deletes a topic. Operations parked on its partitions complete with
     /// UNKNOWN_TOPIC_OR_PARTITION.
     pub fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        match self.cluster() {
+            Some(cluster) => cluster.delete_topic(name),
+            None => self.delete_local_topic(name),
+        }
+    }
+
+    /// Deletes a topic on this broker alone (a cluster calls this on each broker).
+    pub fn delete_local_topic(&self, name: &str) -> Result<(), TopicError> {
         let Some(topic) = self.topics.remove(name) else {
             return Err(TopicError::new(
                 ResponseError::UnknownTopicOrPartition,
