@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -40,7 +42,54 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 pub struct Broker {
     apis: Arc<KafkaApis>,
     local_addr: SocketAddr,
+    listening: Mutex<Option<Listening>>,
+}
+
+/// A bound listener: the task accepting on it, and the signal that closes every
+/// connection it accepted.
+struct Listening {
     accept_task: JoinHandle<()>,
+    close_connections: watch::Sender<bool>,
+}
+
+impl Listening {
+    /// Accepts on `listener`, serving each connection until it ends or until
+    /// [`stop`](Self::stop).
+    fn start(listener: TcpListener, apis: Arc<KafkaApis>) -> Listening {
+        let (close_connections, closed) = watch::channel(false);
+        let accept_task = tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, peer)) => {
+                        debug!(%peer, "connection accepted");
+                        tokio::spawn(connection::serve(
+                            apis.clone(),
+                            stream,
+                            peer,
+                            closed.clone(),
+                        ));
+                    }
+                    Err(e) => {
+                        // Usually EMFILE: back off briefly instead of spinning.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        Listening {
+            accept_task,
+            close_connections,
+        }
+    }
+
+    /// Stops accepting and closes every connection; returns once the listening socket is
+    /// closed, so that its port can be bound again.
+    async fn stop(self) {
+        let _ = self.close_connections.send(true);
+        self.accept_task.abort();
+        let _ = self.accept_task.await;
+    }
 }
 
 impl Broker {
@@ -76,27 +125,41 @@ impl Broker {
             clock = ?rm.config.clock,
             "Kafka listener ready"
         );
-        let accept_apis = apis.clone();
-        let accept_task = tokio::spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, peer)) => {
-                        debug!(%peer, "connection accepted");
-                        tokio::spawn(connection::serve(accept_apis.clone(), stream, peer));
-                    }
-                    Err(e) => {
-                        // Usually EMFILE: back off briefly instead of spinning.
-                        warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        });
+        let listening = Listening::start(listener, apis.clone());
         Ok(Broker {
             apis,
             local_addr,
-            accept_task,
+            listening: Mutex::new(Some(listening)),
         })
+    }
+
+    /// Closes the listener and every connection, as a crashed broker's would close. The
+    /// logs and the timer stay: [`listen_again`](Self::listen_again) reopens the same port.
+    pub async fn stop_listening(&self) {
+        let listening = self.listening.lock().take();
+        if let Some(listening) = listening {
+            listening.stop().await;
+            info!(listen = %self.local_addr, "Kafka listener closed");
+        }
+    }
+
+    /// Binds the listener's port again after [`stop_listening`](Self::stop_listening).
+    pub async fn listen_again(&self) -> anyhow::Result<()> {
+        if self.listening.lock().is_some() {
+            return Ok(());
+        }
+        let listener = TcpListener::bind(self.local_addr)
+            .await
+            .with_context(|| format!("cannot bind {} again", self.local_addr))?;
+        let listening = Listening::start(listener, self.apis.clone());
+        *self.listening.lock() = Some(listening);
+        info!(listen = %self.local_addr, "Kafka listener ready again");
+        Ok(())
+    }
+
+    /// Whether the listener is open.
+    pub fn is_listening(&self) -> bool {
+        self.listening.lock().is_some()
     }
 
     /// The address the listener is bound to (useful with port 0).
@@ -116,7 +179,10 @@ impl Broker {
 
     /// Stops accepting connections and stops the timer.
     pub fn shutdown(&self) {
-        self.accept_task.abort();
+        if let Some(listening) = self.listening.lock().take() {
+            let _ = listening.close_connections.send(true);
+            listening.accept_task.abort();
+        }
         self.apis.replica_manager.shutdown();
     }
 }

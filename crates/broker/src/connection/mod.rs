@@ -37,7 +37,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
 use crate::apis::KafkaApis;
@@ -138,8 +138,14 @@ impl<E: std::fmt::Display> From<E> for Close {
     }
 }
 
-/// Serves one connection until the client leaves or misbehaves.
-pub async fn serve(apis: Arc<KafkaApis>, stream: TcpStream, peer: SocketAddr) {
+/// Serves one connection until the client leaves or misbehaves, or `closed` turns true
+/// (the broker was killed: the connection closes with nothing more written).
+pub async fn serve(
+    apis: Arc<KafkaApis>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut closed: watch::Receiver<bool>,
+) {
     let rm = &apis.replica_manager;
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
@@ -157,6 +163,11 @@ pub async fn serve(apis: Arc<KafkaApis>, stream: TcpStream, peer: SocketAddr) {
         outcome = read_loop(&apis, reader, slots_tx, &budget, peer) => outcome,
         // The writer only stops early on a write error: the socket is gone.
         _ = &mut write_task => return,
+        _ = closed.wait_for(|closed| *closed) => {
+            debug!(%peer, "connection closed: the broker stopped");
+            write_task.abort();
+            return;
+        }
     };
     match outcome {
         Close::Eof => {
