@@ -50,6 +50,13 @@ impl GroupCoordinator {
                 ..GroupDescription::default()
             }
         };
+        if let Err(error) = self.manager.check_coordinator(group_id) {
+            return GroupDescription {
+                error: Some(error),
+                state: GroupState::Dead.name().to_string(),
+                ..GroupDescription::default()
+            };
+        }
         let Some(handle) = self.group(group_id) else {
             return dead();
         };
@@ -105,6 +112,10 @@ impl GroupCoordinator {
     ) {
         let answers = gather(group_ids.len(), callback);
         for (group_id, answer) in group_ids.iter().zip(answers) {
+            if let Err(error) = self.manager.check_coordinator(group_id) {
+                answer(Some(error));
+                continue;
+            }
             let Some(handle) = self.group(group_id) else {
                 answer(Some(ResponseError::GroupIdNotFound));
                 continue;

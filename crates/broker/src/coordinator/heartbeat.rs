@@ -84,6 +84,9 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return callback(Some(ResponseError::InvalidGroupId));
         }
+        if let Err(e) = self.manager.check_coordinator(group_id) {
+            return callback(Some(e));
+        }
         let Some(handle) = self.group(group_id) else {
             return callback(Some(ResponseError::UnknownMemberId));
         };
@@ -156,6 +159,9 @@ impl GroupCoordinator {
     ) {
         if group_id.is_empty() {
             return callback(Some(ResponseError::InvalidGroupId), Vec::new());
+        }
+        if let Err(e) = self.manager.check_coordinator(group_id) {
+            return callback(Some(e), Vec::new());
         }
         let Some(handle) = self.group(group_id) else {
             let results = leaving

@@ -34,6 +34,9 @@ impl GroupCoordinator {
                 ResponseError::InvalidGroupId,
             ));
         }
+        if let Err(e) = self.manager.check_coordinator(&p.group_id) {
+            return callback(JoinGroupResult::error(&p.member_id, e));
+        }
         // What the group keeps and shows back to any client at any version must fit an
         // int16-length string; a group.instance.id also becomes part of a member id, and
         // Kafka's own client allows at most 249 characters for it.

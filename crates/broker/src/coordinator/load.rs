@@ -13,16 +13,28 @@
 //! UNKNOWN_MEMBER_ID, and they rejoin, one rebalance later than on Kafka. Their committed
 //! offsets are all there, so nothing is consumed twice beyond what was never committed.
 //!
-//! Only replicated records are read: up to the partition's high watermark.
+//! The whole log is read, up to its end, as Kafka's load reads it: a new leader's high
+//! watermark can lag what the old one acknowledged (a follower learns the HW one fetch
+//! later), and a commit that was acknowledged is in this log, below its end.
+//!
+//! Leadership can also move away (the broker shuts down, or the partition is led
+//! elsewhere after an election). Then the groups of that partition are unloaded
+//! (Kafka's `onResignation`): members waiting in JoinGroup or SyncGroup are answered
+//! NOT_COORDINATOR, and every later request for those groups is answered the same, which
+//! sends the client to FindCoordinator and on to the new coordinator.
 
 use std::sync::Arc;
 
 use kafka_protocol::records::RecordBatchDecoder;
 use replog::ReadBound;
 
-use super::group::OffsetAndMetadata;
+use kafka_protocol::ResponseError;
+
+use super::delayed::MemberKey;
+use super::group::{GroupState, OffsetAndMetadata};
+use super::member::{JoinGroupResult, SyncGroupResult};
 use super::records::{self, RecordKey};
-use super::GroupCoordinator;
+use super::{Action, GroupCoordinator};
 use crate::partition::PartitionHandle;
 
 /// What a load found.
@@ -44,7 +56,7 @@ impl GroupCoordinator {
     pub fn load_groups(&self, partition: &PartitionHandle) -> LoadSummary {
         let bytes = {
             let log = partition.lock();
-            match log.read(log.log_start_offset(), usize::MAX, ReadBound::HighWatermark) {
+            match log.read(log.log_start_offset(), usize::MAX, ReadBound::LogEnd) {
                 Ok(read) => read.records,
                 Err(_) => return LoadSummary::default(),
             }
@@ -129,6 +141,51 @@ impl GroupCoordinator {
         }
         tracing::info!(tp = %partition.tp, records = summary.records, groups = summary.groups, offsets = summary.offsets, "loaded groups and offsets");
         summary
+    }
+
+    /// Forgets every group held in `__consumer_offsets` partition `partition`, which this
+    /// broker no longer leads. Returns how many groups it held.
+    pub fn unload_groups(&self, partition: i32) -> usize {
+        let handles: Vec<_> = self
+            .groups
+            .read()
+            .values()
+            .filter(|h| self.manager.partition_for(&h.id) == partition)
+            .cloned()
+            .collect();
+        for handle in &handles {
+            self.locked(handle, |c, g, fx| {
+                for member in g.member_ids() {
+                    g.maybe_invoke_join_callback(
+                        &member,
+                        JoinGroupResult::error(&member, ResponseError::NotCoordinator),
+                    );
+                    g.maybe_invoke_sync_callback(
+                        &member,
+                        SyncGroupResult::error(ResponseError::NotCoordinator),
+                    );
+                    g.remove(&member);
+                    fx.push(Action::CheckHeartbeat(MemberKey {
+                        group: g.group_id.clone(),
+                        member,
+                    }));
+                }
+                g.remove_all_offsets();
+                let now = c.now();
+                g.transition_to(GroupState::Dead, now);
+                fx.push(Action::CheckJoin(g.group_id.clone()));
+                fx.push(Action::CheckSync(g.group_id.clone()));
+            });
+        }
+        if !handles.is_empty() {
+            tracing::info!(
+                partition,
+                groups = handles.len(),
+                "unloaded the groups of {}-{partition}: led elsewhere now",
+                crate::topics::OFFSETS_TOPIC
+            );
+        }
+        handles.len()
     }
 
     /// Applies one record to `group` (created Empty if new), under its lock.

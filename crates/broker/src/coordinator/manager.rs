@@ -79,6 +79,24 @@ impl GroupMetadataManager {
         TopicPartition::new(OFFSETS_TOPIC, self.partition_for(group))
     }
 
+    /// Whether this broker coordinates `group`: it leads the group's `__consumer_offsets`
+    /// partition, or that topic does not exist yet (the first group request creates it,
+    /// and a single broker leads all of it). NOT_COORDINATOR otherwise, which sends the
+    /// client back to FindCoordinator.
+    pub fn check_coordinator(&self, group: &str) -> Result<(), ResponseError> {
+        let Some(rm) = self.rm.upgrade() else {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        let Some(topic) = rm.topic(OFFSETS_TOPIC) else {
+            return Ok(());
+        };
+        let index = records::partition_for(group, topic.partitions.len() as i32);
+        match topic.partitions.get(index as usize) {
+            Some(p) if p.lock().is_leader() => Ok(()),
+            _ => Err(ResponseError::NotCoordinator),
+        }
+    }
+
     /// Creates `__consumer_offsets` unless it exists. The error says why it cannot be
     /// (e.g. `max.partitions`); callers answer COORDINATOR_NOT_AVAILABLE with it.
     pub fn ensure_offsets_topic(&self) -> Result<(), String> {

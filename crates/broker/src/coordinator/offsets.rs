@@ -32,6 +32,9 @@ impl GroupCoordinator {
         let fail = |offsets: Vec<(OffsetKey, OffsetAndMetadata)>, error: ResponseError| {
             offsets.into_iter().map(|(k, _)| (k, Some(error))).collect()
         };
+        if let Err(e) = self.manager.check_coordinator(group_id) {
+            return callback(fail(offsets, e));
+        }
         let handle = match self.get_or_create(group_id, generation_id < 0) {
             Ok(Some(handle)) => handle,
             // Not a group member's commit and no such group: a stale generation.

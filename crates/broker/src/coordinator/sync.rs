@@ -30,6 +30,9 @@ impl GroupCoordinator {
         if p.group_id.is_empty() {
             return callback(SyncGroupResult::error(ResponseError::InvalidGroupId));
         }
+        if let Err(e) = self.manager.check_coordinator(&p.group_id) {
+            return callback(SyncGroupResult::error(e));
+        }
         let Some(handle) = self.group(&p.group_id) else {
             return callback(SyncGroupResult::error(ResponseError::UnknownMemberId));
         };

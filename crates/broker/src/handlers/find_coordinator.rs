@@ -34,13 +34,11 @@ pub fn handle(
 ) -> ResponseKind {
     // With several brokers, a group's coordinator is the leader of its
     // `__consumer_offsets` partition; alone, this broker.
-    let node_for = |key: &str| -> (i32, String, i32) {
-        let local = || {
-            let (host, port) = metadata::advertised(rm);
-            (rm.config.broker_id, host, port)
-        };
+    // None: the partition has no live leader just now (COORDINATOR_NOT_AVAILABLE).
+    let node_for = |key: &str| -> Option<(i32, String, i32)> {
         let Some(cluster) = rm.cluster() else {
-            return local();
+            let (host, port) = metadata::advertised(rm);
+            return Some((rm.config.broker_id, host, port));
         };
         let partition = coordinator.manager.partition_for(key);
         let leader = cluster
@@ -50,7 +48,12 @@ pub fn handle(
             .brokers()
             .into_iter()
             .find(|(id, _, _)| Some(*id) == leader)
-            .unwrap_or_else(local)
+    };
+    let no_leader = || {
+        (
+            ResponseError::CoordinatorNotAvailable,
+            "the group's __consumer_offsets partition has no leader just now".to_string(),
+        )
     };
     let found = |key_type: i8| -> Result<(), (ResponseError, String)> {
         match key_type {
@@ -75,13 +78,15 @@ pub fn handle(
             .coordinator_keys
             .into_iter()
             .map(|key| {
-                let (node, host, port) = node_for(&key);
+                let node = result
+                    .clone()
+                    .and_then(|()| node_for(&key).ok_or_else(no_leader));
                 let entry = Coordinator::default().with_key(key);
-                match &result {
-                    Ok(()) => entry
-                        .with_node_id(BrokerId(node))
-                        .with_host(sb(&host))
-                        .with_port(port),
+                match &node {
+                    Ok((node, host, port)) => entry
+                        .with_node_id(BrokerId(*node))
+                        .with_host(sb(host))
+                        .with_port(*port),
                     Err((error, message)) => entry
                         .with_node_id(BrokerId(-1))
                         .with_port(-1)
@@ -93,9 +98,8 @@ pub fn handle(
         return ResponseKind::FindCoordinator(response);
     }
     let key_type = if v >= 1 { req.key_type } else { GROUP };
-    match found(key_type) {
-        Ok(()) => {
-            let (node, host, port) = node_for(&req.key);
+    match found(key_type).and_then(|()| node_for(&req.key).ok_or_else(no_leader)) {
+        Ok((node, host, port)) => {
             response.node_id = BrokerId(node);
             response.host = sb(&host);
             response.port = port;

@@ -83,7 +83,11 @@ fn answer(
     };
     let partition_error = |o: &FetchedOffset| o.error.map_or(0, |e| e.code());
     if v < 8 {
-        if refused(0) {
+        if refused(0)
+            || c.manager
+                .check_coordinator(req.group_id.0.as_str())
+                .is_err()
+        {
             return OffsetFetchResponse::default()
                 .with_error_code(ResponseError::NotCoordinator.code());
         }
@@ -124,7 +128,11 @@ fn answer(
         .map(|(i, group)| {
             let answer = OffsetFetchResponseGroup::default()
                 .with_group_id(GroupId(sb(group.group_id.0.as_str())));
-            if refused(i) {
+            if refused(i)
+                || c.manager
+                    .check_coordinator(group.group_id.0.as_str())
+                    .is_err()
+            {
                 return answer.with_error_code(ResponseError::NotCoordinator.code());
             }
             let topics = group.topics.as_ref().map(|ts| {
