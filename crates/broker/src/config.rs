@@ -69,6 +69,10 @@ pub struct BrokerConfig {
     /// Minimum ISR size for an `acks=all` produce to be accepted (and for the HW to move).
     #[serde(rename = "min.insync.replicas")]
     pub min_insync_replicas: i32,
+    /// Whether a partition whose ISR is all dead may elect a live replica outside it,
+    /// losing what only the ISR held (Kafka's default: no; the partition stays offline).
+    #[serde(rename = "unclean.leader.election.enable")]
+    pub unclean_leader_election_enable: bool,
     /// A follower that has not caught up for this long leaves the ISR.
     #[serde(rename = "replica.lag.time.max.ms")]
     pub replica_lag_time_max_ms: u64,
@@ -166,6 +170,7 @@ impl Default for BrokerConfig {
             default_replication_factor: 3,
             follower_count: 2,
             min_insync_replicas: 2,
+            unclean_leader_election_enable: false,
             replica_lag_time_max_ms: 30_000,
             retention_bytes: -1,
             log_memory_max_bytes: 1 << 30,

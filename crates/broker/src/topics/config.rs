@@ -21,6 +21,8 @@ pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 /// `cleanup.policy`.
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
+/// `unclean.leader.election.enable`.
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 /// `message.timestamp.type`.
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 
@@ -116,6 +118,14 @@ fn fits_i32(value: String) -> Result<String, String> {
     }
 }
 
+fn boolean(value: &str) -> Result<String, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok("true".into()),
+        "false" => Ok("false".into()),
+        _ => Err(format!("must be true or false, got {value:?}")),
+    }
+}
+
 fn cleanup_policy(value: &str) -> Result<String, String> {
     let mut policies: Vec<&str> = value.split(',').map(str::trim).collect();
     policies.sort_unstable();
@@ -159,6 +169,14 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
               never compacts.",
         fallback: Fallback::Kafka("delete"),
         parse: Some(cleanup_policy),
+    },
+    TopicConfigDef {
+        name: UNCLEAN_LEADER_ELECTION_ENABLE,
+        config_type: ConfigType::Boolean,
+        doc: "With several brokers: whether a partition whose in-sync replicas are all down \
+              may elect another live replica, which loses what only the ISR held.",
+        fallback: Fallback::Broker(|b| b.unclean_leader_election_enable.to_string()),
+        parse: Some(boolean),
     },
     TopicConfigDef {
         name: MESSAGE_TIMESTAMP_TYPE,
@@ -312,6 +330,12 @@ impl TopicConfig {
     /// `max.message.bytes`.
     pub fn max_message_bytes(&self) -> usize {
         usize::try_from(self.number(MAX_MESSAGE_BYTES)).unwrap_or(0)
+    }
+
+    /// `unclean.leader.election.enable`.
+    pub fn unclean_leader_election(&self) -> bool {
+        self.entry(UNCLEAN_LEADER_ELECTION_ENABLE)
+            .is_some_and(|e| e.value == "true")
     }
 
     /// The settings each of the topic's partition logs runs with.

@@ -49,6 +49,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
                 ("retention.bytes", Some(retention.as_str()), 4, false),
                 ("max.message.bytes", Some(max_message.as_str()), 4, false),
                 ("cleanup.policy", Some("delete"), 5, false),
+                ("unclean.leader.election.enable", Some("false"), 4, false),
                 ("message.timestamp.type", Some("CreateTime"), 5, true),
             ],
             "v{version}"
@@ -80,6 +81,7 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
                 ("cleanup.policy", 5, false, 7),
                 ("max.message.bytes", 4, false, 3),
                 ("message.timestamp.type", 5, true, 2),
+                ("unclean.leader.election.enable", 4, false, 1),
                 ("retention.bytes", 4, false, 5),
             ]
         );
