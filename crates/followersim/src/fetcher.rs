@@ -508,13 +508,21 @@ impl Session<'_> {
     }
 
     /// Sends one Fetch, then checks, (in lag mode) holds, and appends what came back.
+    /// While it does, the status says a fetch is in flight: a pause takes effect after it.
     async fn fetch_once(&mut self, ctl: &mut watch::Receiver<Control>) -> Result<()> {
+        let done = self.fetch_and_append(ctl).await;
+        self.shared.replica.lock().fetch_in_flight = false;
+        done
+    }
+
+    async fn fetch_and_append(&mut self, ctl: &mut watch::Receiver<Control>) -> Result<()> {
         let control = ctl.borrow().clone();
         let req = self.build_fetch(&control)?;
         {
             let mut st = self.shared.replica.lock();
             st.counters.fetches_sent += 1;
             st.counters.last_fetch_unix_ms = Some(now_unix_ms());
+            st.fetch_in_flight = true;
         }
         let wait = Duration::from_millis(self.shared.config.fetch_max_wait_ms.max(0) as u64);
         let resp = timeout(

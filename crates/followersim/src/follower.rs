@@ -244,6 +244,7 @@ impl FollowerHandle {
             state,
             bootstrap: self.shared.config.bootstrap.clone(),
             connected: st.connected,
+            fetch_in_flight: st.fetch_in_flight,
             fetch_delay_ms: c.fetch_delay_ms,
             lag_ms: c.lag_ms,
             max_bytes: c.max_bytes,
@@ -327,6 +328,10 @@ pub struct FollowerStatus {
     pub bootstrap: String,
     /// Whether a connection to the leader is open right now.
     pub connected: bool,
+    /// Whether a Fetch is under way (sent, and its records not appended yet). A pause
+    /// lets it finish: a paused follower has stopped once this is false.
+    #[serde(default)]
+    pub fetch_in_flight: bool,
     /// Extra sleep before each Fetch.
     pub fetch_delay_ms: u64,
     /// "Stay N ms behind" setting (0 = off).

@@ -92,6 +92,8 @@ pub(crate) struct ReplicaState {
     pub wipe_epoch: u64,
     pub connected: bool,
     pub finished: bool,
+    /// A Fetch is sent and what it brings is not appended yet.
+    pub fetch_in_flight: bool,
     pub partitions: BTreeMap<TopicPartition, PartitionState>,
     pub counters: FollowerCounters,
     pub last_error: Option<String>,
