@@ -105,3 +105,95 @@ def wait_for(what, condition, timeout=20.0):
             return
         time.sleep(0.02)
     raise AssertionError("timed out waiting for: " + what)
+
+
+class Cluster:
+    """`purgatory serve --brokers N`: N brokers in one process, every listener on a port
+    the kernel picks (`--listen 127.0.0.1:0`), found from `GET /api/brokers`."""
+
+    def __init__(self, brokers=3, config=None, extra_args=()):
+        for _ in range(5):
+            if self._start(brokers, config, extra_args):
+                return
+        raise RuntimeError("cluster did not start: its admin port was taken 5 times")
+
+    def _start(self, brokers, config, extra_args):
+        (self.admin_port,) = free_ports(1)
+        self.admin = f"http://127.0.0.1:{self.admin_port}"
+        args = [
+            BINARY, "serve",
+            "--config", config or os.path.join(ROOT, "config", "broker.toml"),
+            "--brokers", str(brokers),
+            "--listen", "127.0.0.1:0",
+            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            *extra_args,
+        ]
+        self.log = open(os.path.join(ROOT, "target", f"pytest-cluster-{self.admin_port}.log"), "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                listed = self.get("/api/brokers")
+                self.listeners = {b["id"]: b["listener"] for b in listed}
+                self.bootstrap = ",".join(self.listeners.values())
+                return True
+            except OSError:
+                if self.proc.poll() is not None:
+                    self.log.close()
+                    with open(self.log.name) as f:
+                        if "Address already in use" in f.read():
+                            return False
+                    raise RuntimeError("cluster stopped; see " + self.log.name)
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("cluster did not start; see " + self.log.name)
+
+    def get(self, path):
+        with urllib.request.urlopen(self.admin + path, timeout=5) as r:
+            return json.load(r)
+
+    def post(self, path, body=b""):
+        req = urllib.request.Request(self.admin + path, data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.load(r)
+
+    def state(self):
+        return self.get("/api/state")
+
+    def partition(self, topic, index=0):
+        for p in self.state()["partitions"]:
+            if p["topic"] == topic and p["partition"] == index:
+                return p
+        return None
+
+    def broker(self, broker_id, action):
+        """kill, restart or shutdown; answers the controller's changes."""
+        return self.post(f"/api/brokers/{broker_id}/{action}")
+
+    def fetchers(self, broker_id, action, body=b""):
+        """pause, resume, delay or lag every replica fetcher of a broker."""
+        return self.post(f"/api/followers/{broker_id}/{action}", body)
+
+    def pause(self, broker_id):
+        """Pauses a broker's fetchers and waits until none has a fetch in flight (a pause
+        lets the fetch under way finish, and it may bring records)."""
+        self.fetchers(broker_id, "pause")
+
+        def stopped():
+            mine = [f for f in self.state()["followers"] if f["replica_id"] == broker_id]
+            return all(f["state"] == "paused" and not f["fetch_in_flight"] for f in mine)
+
+        wait_for(f"broker {broker_id}'s fetchers to stop", stopped)
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()

@@ -261,7 +261,8 @@ async fn serve_cluster(config: BrokerConfig, brokers: i32) -> anyhow::Result<()>
             first.group_coordinator().clone(),
             EmbeddedFollowers::none(),
             rm.config.admin_token.clone(),
-        );
+        )
+        .with_cluster(cluster.clone());
         admin::start(&rm.config.admin_listen, state)?;
     }
     tokio::signal::ctrl_c().await?;

@@ -108,7 +108,7 @@ pub(super) struct ViewShared {
 /// Builds the shared state now.
 fn build_shared_state(s: &AdminState) -> SharedState {
     let telemetry = &s.rm.telemetry;
-    let mut state = state_json(&s.rm, &s.coordinator, &s.followers);
+    let mut state = state_json(&s.rm, &s.coordinator, &s.followers, s.cluster.as_deref());
     // The first pending operations, each with its request if the request log knows it.
     if let Some(purgatories) = state["purgatories"].as_object_mut() {
         for purgatory in purgatories.values_mut().filter(|p| p.is_object()) {

@@ -9,6 +9,9 @@
 //! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
 //! - `POST /api/clock/advance` — on a manual clock, move time forward by `ms`.
+//! - With several brokers (`--brokers N`): `GET /api/brokers`, and
+//!   `POST /api/brokers/{id}/kill|restart|shutdown` ([`brokers`]). The follower controls
+//!   then take a broker id and steer all of that broker's replica fetchers.
 //!
 //! Anything that changes state answers only loopback peers unless `admin.token` is set;
 //! then any peer may call it with `Authorization: Bearer <token>`, and no one without it.
@@ -28,10 +31,12 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::cluster::Cluster;
 use crate::coordinator::GroupCoordinator;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
 
+mod brokers;
 mod clock;
 mod frames;
 pub mod metrics;
@@ -54,6 +59,8 @@ pub struct AdminState {
     pub followers: EmbeddedFollowers,
     /// Bearer token required for mutating calls, if configured.
     pub token: Option<String>,
+    /// The cluster `rm`'s broker belongs to, with `--brokers N`.
+    pub cluster: Option<Arc<Cluster>>,
     /// What the live view's streams share.
     view: Arc<frames::ViewShared>,
 }
@@ -71,8 +78,16 @@ impl AdminState {
             coordinator,
             followers,
             token,
+            cluster: None,
             view: Arc::default(),
         }
+    }
+
+    /// The same, for a broker of `cluster`: the state shows every broker, and the broker
+    /// controls work.
+    pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
+        self.cluster = Some(cluster);
+        self
     }
 }
 
@@ -131,6 +146,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/followers", get(get_followers))
         .route("/api/followers/{id}/{action}", post(post_follower))
         .route("/api/clock/advance", post(post_clock_advance))
+        .route("/api/brokers", get(brokers::get_brokers))
+        .route("/api/brokers/{id}/{action}", post(brokers::post_broker))
         // The live view (`/`, its stream, `/api/requests`, clock freeze, send) and `/metrics`.
         .merge(view::routes())
         .route("/metrics", get(metrics::get_metrics))
@@ -151,16 +168,26 @@ pub fn state_json(
     rm: &ReplicaManager,
     coordinator: &GroupCoordinator,
     followers: &EmbeddedFollowers,
+    cluster: Option<&Cluster>,
 ) -> Value {
-    let partitions: Vec<Value> = rm
-        .topics()
-        .iter()
-        .flat_map(|t| {
-            t.partitions
+    let (brokers, partitions) = match cluster {
+        Some(cluster) => (
+            brokers::brokers_json(cluster),
+            brokers::partitions_json(cluster),
+        ),
+        None => {
+            let partitions: Vec<Value> = rm
+                .topics()
                 .iter()
-                .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
-        })
-        .collect();
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
+                })
+                .collect();
+            (brokers::single_broker_json(rm), Value::Array(partitions))
+        }
+    };
     let purgatories = json!({
         "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
         "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
@@ -169,12 +196,16 @@ pub fn state_json(
     });
     let groups = coordinator.snapshot(MAX_GROUPS_SHOWN);
     let timer = rm.timer.snapshot();
-    let followers = followers.statuses();
+    let followers = match cluster {
+        Some(cluster) => cluster.fetcher_statuses(),
+        None => followers.statuses(),
+    };
     json!({
         "broker_id": rm.config.broker_id,
         "now_ms": rm.now_ms(),
         "clock": rm.config.clock,
         "log_bytes": rm.log_bytes(),
+        "brokers": brokers,
         "partitions": partitions,
         "purgatories": purgatories,
         "groups": groups,
@@ -184,7 +215,12 @@ pub fn state_json(
 }
 
 async fn get_state(State(s): State<AdminState>) -> Json<Value> {
-    Json(state_json(&s.rm, &s.coordinator, &s.followers))
+    Json(state_json(
+        &s.rm,
+        &s.coordinator,
+        &s.followers,
+        s.cluster.as_deref(),
+    ))
 }
 
 async fn get_followers(State(s): State<AdminState>) -> Json<Value> {
@@ -264,6 +300,9 @@ async fn post_follower(
             format!("follower id must be an integer, got {id:?}"),
         );
     };
+    if let Some(cluster) = &s.cluster {
+        return brokers::fetcher_control(cluster, id, &action, &query, &body, peer);
+    }
     let Some(follower) = s.followers.get(id) else {
         return error(
             StatusCode::NOT_FOUND,

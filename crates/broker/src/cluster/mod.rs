@@ -13,9 +13,8 @@
 //! partitions and takes the role it was given. A leader's ISR changes go to it (Kafka's
 //! AlterPartition), and Metadata on any broker answers its view.
 //!
-//! Not here yet: killing and restarting brokers, elections, and the group coordinator
-//! moving with its partition. Those drive the controller's elections and the replica
-//! manager's role changes, which exist and are tested on their own.
+//! Brokers can be killed, restarted and shut down ([`lifecycle`]): the controller elects
+//! new leaders, and every live broker takes the role each change gives it ([`apply`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -33,6 +32,10 @@ use crate::replica_fetcher::BrokerLogs;
 use crate::replica_manager::ReplicaManager;
 use crate::server::Broker;
 use crate::topics::{NewTopic, PartitionDescription, Topic, TopicError};
+
+mod apply;
+mod lifecycle;
+pub use lifecycle::LifecycleError;
 
 /// What a broker of a cluster asks of the cluster.
 pub trait ClusterLink: Send + Sync {
@@ -52,13 +55,19 @@ pub trait ClusterLink: Send + Sync {
 struct Node {
     broker: Broker,
     host: String,
-    fetchers: Vec<FollowerHandle>,
+    /// One replica fetcher per other broker; none while this one is dead.
+    fetchers: Mutex<Vec<FollowerHandle>>,
 }
 
 /// The brokers of this process and their controller.
 pub struct Cluster {
     controller: Mutex<Controller>,
     nodes: BTreeMap<i32, Node>,
+    /// Kills, restarts and shutdowns run one at a time.
+    lifecycle: tokio::sync::Mutex<()>,
+    /// The runtime the brokers run on: a restarted listener and new fetchers must run
+    /// there too, whoever asks for them (the admin listener has a runtime of its own).
+    runtime: tokio::runtime::Handle,
 }
 
 impl Cluster {
@@ -100,33 +109,19 @@ impl Cluster {
                 Node {
                     broker,
                     host: advertised,
-                    fetchers: Vec::new(),
+                    fetchers: Mutex::new(Vec::new()),
                 },
             );
-        }
-        let addresses: BTreeMap<i32, String> = nodes
-            .iter()
-            .map(|(&id, n)| (id, format!("127.0.0.1:{}", n.broker.local_addr().port())))
-            .collect();
-        for (&id, node) in nodes.iter_mut() {
-            let rm = node.broker.replica_manager().clone();
-            for (&leader, address) in addresses.iter().filter(|(&l, _)| l != id) {
-                let fetcher = FollowerConfig {
-                    replica_id: id,
-                    bootstrap: address.clone(),
-                    leader_id: Some(leader),
-                    fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
-                    client_id: Some(format!("broker-{id}-fetcher-{leader}")),
-                    ..FollowerConfig::default()
-                };
-                node.fetchers
-                    .push(Follower::spawn_with_logs(fetcher, BrokerLogs::new(&rm)));
-            }
         }
         let cluster = Arc::new(Cluster {
             controller: Mutex::new(controller),
             nodes,
+            lifecycle: tokio::sync::Mutex::new(()),
+            runtime: tokio::runtime::Handle::current(),
         });
+        for &id in cluster.nodes.keys() {
+            cluster.start_fetchers(id);
+        }
         let link: Weak<dyn ClusterLink> =
             Arc::downgrade(&(cluster.clone() as Arc<dyn ClusterLink>));
         for node in cluster.nodes.values() {
@@ -136,15 +131,12 @@ impl Cluster {
         // Every broker creates every topic, so broker 1's registry tells of all of them.
         if let Some(first) = cluster.nodes.values().next() {
             let mut changes = first.broker.replica_manager().subscribe_topic_changes();
-            let fetchers: Vec<FollowerHandle> = cluster
-                .nodes
-                .values()
-                .flat_map(|n| n.fetchers.iter().cloned())
-                .collect();
+            let cluster = Arc::downgrade(&cluster);
             tokio::spawn(async move {
                 while changes.changed().await.is_ok() {
-                    for f in &fetchers {
-                        f.refresh_metadata();
+                    match cluster.upgrade() {
+                        Some(cluster) => cluster.nudge_fetchers(),
+                        None => break,
                     }
                 }
             });
@@ -163,6 +155,30 @@ impl Cluster {
         self.nodes.keys().copied().collect()
     }
 
+    /// Broker `id`'s replica fetchers (none while it is dead), for the fault controls.
+    pub fn fetchers(&self, id: i32) -> Option<Vec<FollowerHandle>> {
+        self.nodes.get(&id).map(|n| n.fetchers.lock().clone())
+    }
+
+    /// Every replica fetcher's status, broker by broker (`replica_id` is the broker).
+    pub fn fetcher_statuses(&self) -> Vec<followersim::FollowerStatus> {
+        self.nodes
+            .values()
+            .flat_map(|n| {
+                n.fetchers
+                    .lock()
+                    .iter()
+                    .map(FollowerHandle::status)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Whether broker `id` is alive, as the controller has it.
+    pub fn broker_alive(&self, id: i32) -> bool {
+        self.is_alive(id)
+    }
+
     /// The controller's view, for the state API.
     pub fn snapshot(&self) -> controller::MetadataSnapshot {
         self.controller.lock().snapshot()
@@ -170,15 +186,51 @@ impl Cluster {
 
     /// Stops every broker and fetcher.
     pub async fn shutdown(&self) {
+        let fetchers: Vec<FollowerHandle> = self
+            .nodes
+            .values()
+            .flat_map(|n| std::mem::take(&mut *n.fetchers.lock()))
+            .collect();
         // Every fetcher is told first, so none reconnects to a broker already gone.
-        for f in self.nodes.values().flat_map(|n| &n.fetchers) {
+        for f in &fetchers {
             f.signal_shutdown();
         }
         for node in self.nodes.values() {
             node.broker.shutdown();
         }
-        for f in self.nodes.values().flat_map(|n| &n.fetchers) {
+        for f in &fetchers {
             f.shutdown().await;
+        }
+    }
+
+    /// Starts broker `id`'s replica fetchers: one per other broker, each following the
+    /// partitions that broker leads and `id` replicates.
+    fn start_fetchers(&self, id: i32) {
+        let Some(node) = self.nodes.get(&id) else {
+            return;
+        };
+        let rm = node.broker.replica_manager().clone();
+        let mut fetchers = Vec::new();
+        for (&leader, other) in self.nodes.iter().filter(|(&l, _)| l != id) {
+            let fetcher = FollowerConfig {
+                replica_id: id,
+                bootstrap: format!("127.0.0.1:{}", other.broker.local_addr().port()),
+                leader_id: Some(leader),
+                fetch_max_wait_ms: rm.config.follower_fetch_max_wait_ms,
+                client_id: Some(format!("broker-{id}-fetcher-{leader}")),
+                ..FollowerConfig::default()
+            };
+            fetchers.push(Follower::spawn_with_logs(fetcher, BrokerLogs::new(&rm)));
+        }
+        *node.fetchers.lock() = fetchers;
+    }
+
+    /// Tells every fetcher to re-read Metadata now: leaders or partitions changed.
+    fn nudge_fetchers(&self) {
+        for node in self.nodes.values() {
+            for f in node.fetchers.lock().iter() {
+                f.refresh_metadata();
+            }
         }
     }
 
@@ -196,8 +248,11 @@ fn topic_error(e: controller::Error) -> TopicError {
 
 impl ClusterLink for Cluster {
     fn brokers(&self) -> Vec<(i32, String, i32)> {
+        // Live brokers only, as Kafka's Metadata lists the unfenced ones.
+        let controller = self.controller.lock();
         self.nodes
             .iter()
+            .filter(|(&id, _)| controller.image().is_alive(id))
             .map(|(&id, n)| (id, n.host.clone(), i32::from(n.broker.local_addr().port())))
             .collect()
     }
@@ -228,10 +283,12 @@ impl ClusterLink for Cluster {
         }
         // The name, the counts and the configs are checked as one broker checks them.
         asking.create_local_topic(new.clone(), true)?;
+        let unclean = crate::topics::config::TopicConfig::resolve(&asking.config, &new.configs)?
+            .unclean_leader_election();
         let states: Vec<controller::PartitionState> = {
             let mut controller = self.controller.lock();
             controller
-                .create_topic(&new.name, new.partitions, new.replication_factor, false)
+                .create_topic(&new.name, new.partitions, new.replication_factor, unclean)
                 .map_err(topic_error)?;
             let topic = controller.image().topic(&new.name).ok_or_else(|| {
                 TopicError::new(ResponseError::UnknownServerError, "the controller lost it")
@@ -280,6 +337,9 @@ impl ClusterLink for Cluster {
 
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>) {
         let mut controller = self.controller.lock();
+        if !controller.image().is_alive(leader) {
+            return; // a dead broker's timer still runs; what it decides counts for nothing
+        }
         let ctp = ControllerTp::new(&*tp.topic, tp.partition);
         let Some(state) = controller.image().partition(&ctp).cloned() else {
             return;

@@ -36,6 +36,7 @@ pub fn handle(
             vec![(rm.config.broker_id, host, port)]
         }
     };
+    let live: Vec<i32> = brokers.iter().map(|(id, _, _)| *id).collect();
     let brokers = brokers
         .into_iter()
         .map(|(id, host, port)| {
@@ -45,7 +46,7 @@ pub fn handle(
                 .with_port(port)
         })
         .collect();
-    let describe_topic = |topic: &Topic| describe_topic(topic, cluster.as_deref());
+    let describe_topic = |topic: &Topic| describe_topic(topic, cluster.as_deref(), &live);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all = match &req.topics {
         None => true,
@@ -86,7 +87,14 @@ pub fn handle(
     )
 }
 
-fn describe_topic(topic: &Topic, cluster: Option<&dyn ClusterLink>) -> MetadataResponseTopic {
+/// One topic; `live` are the brokers alive. A partition whose leader died with nobody to
+/// take over is LEADER_NOT_AVAILABLE (leader -1), and its dead replicas are listed as
+/// offline, as Kafka lists them.
+fn describe_topic(
+    topic: &Topic,
+    cluster: Option<&dyn ClusterLink>,
+    live: &[i32],
+) -> MetadataResponseTopic {
     let partitions = topic
         .describe_partitions()
         .into_iter()
@@ -94,7 +102,21 @@ fn describe_topic(topic: &Topic, cluster: Option<&dyn ClusterLink>) -> MetadataR
             let p = cluster
                 .and_then(|c| c.partition(&topic.name, local.index))
                 .unwrap_or(local);
+            let error = if p.leader < 0 {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
+            let offline = p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| !live.contains(r))
+                .map(BrokerId)
+                .collect();
             MetadataResponsePartition::default()
+                .with_error_code(error)
+                .with_offline_replicas(offline)
                 .with_partition_index(p.index)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)

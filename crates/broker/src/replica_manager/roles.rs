@@ -59,6 +59,19 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// This broker stops, killed or shut down: from now on it leads nothing. Every
+    /// partition follows nobody (-1) at the epoch it has, so what was parked on those it
+    /// led completes with NOT_LEADER_OR_FOLLOWER, and its ISR checks find no followers.
+    /// When it comes back, the controller gives it its roles again.
+    pub fn resign_all(&self) {
+        for handle in self.topics.partitions() {
+            let epoch = handle.lock().leader_epoch();
+            if let Err(e) = self.make_follower(&handle, -1, epoch) {
+                tracing::warn!(tp = %handle.tp, "cannot step down: {e}");
+            }
+        }
+    }
+
     /// Appends batches fetched from the leader (Kafka's
     /// `appendRecordsToFollowerOrFutureReplica`), within this broker's log memory: room is
     /// made by evicting replicated batches, as for a leader's append.

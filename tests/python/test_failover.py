@@ -1,0 +1,186 @@
+"""What acks=all buys: three brokers, a leader killed while its followers are paused.
+
+The sequence of the README's "What acks=all does here, and what it buys":
+1. pause both followers' fetchers of a partition,
+2. write with acks=1 and, at the same time, with acks=all (idempotent),
+3. kill the leader, resume the followers, restart the old leader,
+4. count what was acknowledged and is gone.
+
+acks=1 was acknowledged by the leader alone, so what it wrote during the pause goes when
+the old leader comes back as a follower and truncates to the new leader's log. acks=all
+was acknowledged by nobody in that window: its producer retried on the new leader, and
+nothing it was told is stored is lost. The second test shows the limit: with an ISR
+shrunk to the leader alone and `unclean.leader.election.enable=true`, acks=all loses too.
+
+Each test prints its counts; the assertions are on what a consumer reads back.
+"""
+
+import os
+import re
+import tempfile
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import ROOT, Cluster, wait_for
+
+RECORDS = 10
+
+
+def create(cluster, name, **configs):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic(name, 1, 3, config={k: str(v) for k, v in configs.items()})
+    for f in admin.create_topics([topic]).values():
+        f.result(30)
+    wait_for(f"{name} led with a full ISR", lambda: (cluster.partition(name) or {}).get("isr") == [1, 2, 3])
+
+
+class Tracker:
+    """A producer and what it was told is stored."""
+
+    def __init__(self, cluster, acks, **extra):
+        self.acked = []
+        self.failed = []
+        self.producer = Producer({
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": acks,
+            "linger.ms": 0,
+            "retry.backoff.ms": 50,
+            "message.timeout.ms": 60000,
+            **extra,
+        })
+
+    def send(self, topic, values):
+        for v in values:
+            self.producer.produce(topic, value=v.encode(), partition=0, on_delivery=self._done)
+        self.producer.poll(0)
+
+    def _done(self, err, msg):
+        (self.failed if err else self.acked).append(msg.value().decode())
+
+    def flush(self):
+        assert self.producer.flush(60) == 0, "every record was answered"
+
+
+def read_all(cluster, topic):
+    """Every record of partition 0 up to its high watermark."""
+    end = cluster.partition(topic)["high_watermark"]
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap,
+        "group.id": f"reader-{topic}",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    try:
+        while len(values) < end:
+            m = consumer.poll(10)
+            assert m is not None, f"read {len(values)} of {end} records"
+            if m.error():
+                continue
+            values.append(m.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(3)
+    yield c
+    c.stop()
+
+
+def test_acks_1_loses_what_only_the_killed_leader_held_and_acks_all_loses_nothing(cluster):
+    topic = "what-acks-buys"
+    create(cluster, topic, **{"min.insync.replicas": 2})
+    assert cluster.partition(topic)["leader"] == 1, "partition 0 of a new topic is led by broker 1"
+    one = Tracker(cluster, "1", **{"enable.idempotence": False})
+    everyone = Tracker(cluster, "all", **{"enable.idempotence": True})
+    everyone.send(topic, [f"before-{i}" for i in range(RECORDS)])
+    everyone.flush()
+
+    # 1. The followers stop fetching.
+    for follower in (2, 3):
+        cluster.pause(follower)
+    # 2. acks=1 is answered by the leader alone; acks=all waits in the produce purgatory.
+    one.send(topic, [f"acks1-{i}" for i in range(RECORDS)])
+    one.flush()
+    assert len(one.acked) == RECORDS
+    everyone.send(topic, [f"acksall-{i}" for i in range(RECORDS)])
+    wait_for("the acks=all produce to park", lambda: cluster.state()["purgatories"]["produce"]["delayed"] > 0)
+    assert len(everyone.acked) == RECORDS, "nothing written during the pause is acknowledged with acks=all"
+
+    # 3. Kill the leader: a clean election from the ISR, one leader epoch up.
+    killed = cluster.broker(1, "kill")
+    elected = [c for c in killed["changes"] if c["type"] == "leader_elected" and c["tp"]["topic"] == topic]
+    assert len(elected) == 1 and elected[0]["clean"], killed["changes"]
+    new_leader = elected[0]["new_leader"]
+    assert new_leader in (2, 3) and elected[0]["leader_epoch"] == 1
+    assert [b["alive"] for b in cluster.get("/api/brokers")] == [False, True, True]
+    for follower in (2, 3):
+        cluster.fetchers(follower, "resume")
+    # The acks=all producer's retries land on the new leader and are replicated there.
+    everyone.flush()
+    assert not everyone.failed, everyone.failed
+    cluster.broker(1, "restart")
+    wait_for("broker 1 to catch up and rejoin the ISR", lambda: sorted(cluster.partition(topic)["isr"]) == [1, 2, 3])
+
+    # 4. What was acknowledged and is gone.
+    stored = read_all(cluster, topic)
+    lost_one = [v for v in one.acked if v not in stored]
+    lost_all = [v for v in everyone.acked if v not in stored]
+    duplicates = len(stored) - len(set(stored))
+    print(f"\nacks=1: {len(one.acked)} acknowledged, {len(lost_one)} lost; "
+          f"acks=all: {len(everyone.acked)} acknowledged, {len(lost_all)} lost; "
+          f"duplicates {duplicates}; new leader {new_leader}")
+    assert len(lost_one) == RECORDS, "acks=1 lost every record written during the pause"
+    assert lost_all == []
+    assert duplicates == 0
+    assert [v for v in stored if v.startswith("acksall-")] == [f"acksall-{i}" for i in range(RECORDS)]
+    # The old leader said which offsets it dropped: from where the new leader's epoch
+    # begins, past the acks=1 records (and the acks=all ones it held unacknowledged).
+    dropped = re.search(r"truncated offsets (\d+)\.\.(\d+) \((\d+) records\) to follow the leader's log", cluster.log_text())
+    assert dropped, "the truncation is logged"
+    start, end, count = map(int, dropped.groups())
+    print(f"broker 1 truncated offsets {start}..{end} ({count} records)")
+    assert start == RECORDS and end >= 2 * RECORDS and count == end - start
+    replica_logs = {r["broker"]: r for r in cluster.partition(topic)["replica_logs"]}
+    assert replica_logs[1]["leader_epoch"] == 1 and not replica_logs[1]["leader"]
+
+
+def test_unclean_election_with_a_shrunken_isr_loses_even_acks_all():
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        with open(os.path.join(ROOT, "config", "broker.toml")) as base:
+            f.write(base.read().replace('"replica.lag.time.max.ms" = 30000', '"replica.lag.time.max.ms" = 500'))
+    cluster = Cluster(3, config=f.name)
+    try:
+        topic = "unclean"
+        create(cluster, topic, **{"min.insync.replicas": 1, "unclean.leader.election.enable": "true"})
+        everyone = Tracker(cluster, "all", **{"enable.idempotence": True})
+        everyone.send(topic, [f"replicated-{i}" for i in range(RECORDS)])
+        everyone.flush()
+        for follower in (2, 3):
+            cluster.pause(follower)
+        # The followers fall behind these records: after replica.lag.time.max.ms the
+        # leader drops them from the ISR, and with min.insync.replicas=1 it then
+        # acknowledges acks=all alone.
+        everyone.send(topic, [f"leader-only-{i}" for i in range(RECORDS)])
+        wait_for("the ISR to shrink to the leader", lambda: cluster.partition(topic)["isr"] == [1])
+        everyone.flush()
+        assert len(everyone.acked) == 2 * RECORDS
+        killed = cluster.broker(1, "kill")
+        elected = [c for c in killed["changes"] if c["type"] == "leader_elected" and c["tp"]["topic"] == topic]
+        assert len(elected) == 1 and not elected[0]["clean"], killed["changes"]
+        for follower in (2, 3):
+            cluster.fetchers(follower, "resume")
+        cluster.broker(1, "restart")
+        wait_for("broker 1 back in the ISR", lambda: 1 in cluster.partition(topic)["isr"])
+        stored = read_all(cluster, topic)
+        lost = [v for v in everyone.acked if v not in stored]
+        print(f"\nunclean election: {len(everyone.acked)} acknowledged with acks=all, {len(lost)} lost")
+        assert lost == [f"leader-only-{i}" for i in range(RECORDS)]
+    finally:
+        cluster.stop()
+        os.unlink(f.name)
