@@ -184,3 +184,59 @@ def test_unclean_election_with_a_shrunken_isr_loses_even_acks_all():
     finally:
         cluster.stop()
         os.unlink(f.name)
+
+
+def coordinator_of(cluster, group):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (future,) = admin.describe_consumer_groups([group]).values()
+    return future.result(30).coordinator.id
+
+
+def test_a_group_consumer_continues_from_its_commits_after_its_coordinator_is_killed(cluster):
+    topic, group = "group-failover", "failover-readers"
+    create(cluster, topic, **{"min.insync.replicas": 2})
+    writer = Tracker(cluster, "all", **{"enable.idempotence": True})
+    writer.send(topic, [f"r{i}" for i in range(4 * RECORDS)])
+    writer.flush()
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 10000,
+    })
+    consumer.subscribe([topic])
+    seen = []
+
+    def read(n):
+        while len(seen) < n:
+            m = consumer.poll(10)
+            assert m is not None, f"read {len(seen)} of {n} records"
+            if not m.error():
+                seen.append(m.value().decode())
+
+    try:
+        read(2 * RECORDS)
+        consumer.commit(asynchronous=False)
+        coordinator = coordinator_of(cluster, group)
+        # Whoever coordinates the group dies; its __consumer_offsets partition gets a new
+        # leader, which loads the group's commits from its own copy of the log.
+        killed = cluster.broker(coordinator, "kill")
+        assert any(c["type"] == "leader_elected" and c["tp"]["topic"] == "__consumer_offsets"
+                   for c in killed["changes"]), "the coordinator led __consumer_offsets partitions"
+        read(4 * RECORDS)
+        consumer.commit(asynchronous=False)
+        moved_to = coordinator_of(cluster, group)
+    finally:
+        consumer.close()
+    print(f"\ncoordinator {coordinator} killed, the group moved to {moved_to}; read {len(seen)} records")
+    assert moved_to != coordinator
+    assert seen == [f"r{i}" for i in range(4 * RECORDS)], "no record read twice or skipped"
+    # A new member of the group starts from the commit made through the new coordinator.
+    fresh = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        (committed,) = fresh.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        fresh.close()
+    assert committed.offset == 4 * RECORDS
+    cluster.broker(coordinator, "restart")

@@ -135,6 +135,43 @@ impl GroupMetadata {
         }
     }
 
+    /// Takes the generation a `__consumer_offsets` group record describes (Kafka's
+    /// `GroupMetadata.loadGroup`): its members, with their subscriptions and assignments,
+    /// and its leader. With members the group is Stable, without them Empty, whatever it
+    /// was: a loaded group does not go through the state machine's transitions.
+    pub fn load_generation(
+        &mut self,
+        generation: i32,
+        protocol: Option<String>,
+        leader: Option<String>,
+        members: Vec<MemberMetadata>,
+        now_ms: u64,
+    ) {
+        self.members.clear();
+        self.static_members.clear();
+        self.pending_members.clear();
+        self.pending_sync_members.clear();
+        self.generation_id = generation;
+        self.protocol_name = protocol;
+        for m in members {
+            if let Some(instance) = &m.group_instance_id {
+                self.static_members
+                    .insert(instance.clone(), m.member_id.clone());
+            }
+            self.members.insert(m.member_id.clone(), m);
+        }
+        self.leader_id = leader
+            .map(Arc::from)
+            .filter(|l| self.members.contains_key(l))
+            .or_else(|| self.members.keys().next().cloned());
+        self.state = if self.members.is_empty() {
+            GroupState::Empty
+        } else {
+            GroupState::Stable
+        };
+        self.state_timestamp_ms = now_ms;
+    }
+
     // ----------------------------------------------------------------- state machine
 
     /// The current state.

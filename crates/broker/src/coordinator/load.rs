@@ -8,10 +8,12 @@
 //! last committed offset of each group and partition (a null value deletes it), and each
 //! group's protocol type and generation (a null value deletes the group).
 //!
-//! What is not rebuilt: members. Kafka loads them too and keeps their sessions running; here
-//! a group comes back Empty at its last generation, its members' heartbeats and commits get
-//! UNKNOWN_MEMBER_ID, and they rejoin, one rebalance later than on Kafka. Their committed
-//! offsets are all there, so nothing is consumed twice beyond what was never committed.
+//! Members come back too, as Kafka loads them: the last group record of a generation holds
+//! each member with its subscription and assignment, so the group is Stable again with
+//! the same members, leader and generation, and each member's session starts anew, one
+//! session timeout from the load. A member that keeps heartbeating (to its new
+//! coordinator, once FindCoordinator sends it there) carries on, commits included, with
+//! no rebalance; one that is gone expires as it would have.
 //!
 //! The whole log is read, up to its end, as Kafka's load reads it: a new leader's high
 //! watermark can lag what the old one acknowledged (a follower learns the HW one fetch
@@ -32,7 +34,7 @@ use kafka_protocol::ResponseError;
 
 use super::delayed::MemberKey;
 use super::group::{GroupState, OffsetAndMetadata};
-use super::member::{JoinGroupResult, SyncGroupResult};
+use super::member::{JoinGroupResult, MemberMetadata, SyncGroupResult};
 use super::records::{self, RecordKey};
 use super::{Action, GroupCoordinator};
 use crate::partition::PartitionHandle;
@@ -107,11 +109,24 @@ impl GroupCoordinator {
                 }
                 Ok(RecordKey::GroupMetadata { group }) => match record.value {
                     Some(value) => match records::read_group_metadata_value(value) {
-                        Ok(v) => self.replay(&group, &mut touched, |g| {
-                            g.protocol_type = Some(v.protocol_type);
-                            g.generation_id = v.generation;
-                            g.protocol_name = None;
-                        }),
+                        Ok(v) => {
+                            let now = self.now();
+                            self.replay(&group, &mut touched, |g| {
+                                let members = v
+                                    .members
+                                    .iter()
+                                    .map(|m| {
+                                        MemberMetadata::loaded(
+                                            m,
+                                            &v.protocol_type,
+                                            v.protocol.as_deref(),
+                                        )
+                                    })
+                                    .collect();
+                                g.protocol_type = Some(v.protocol_type);
+                                g.load_generation(v.generation, v.protocol, v.leader, members, now);
+                            })
+                        }
                         Err(_) => summary.unreadable += 1,
                     },
                     // The group was deleted: so are its offsets (DeleteGroups wrote them
@@ -126,8 +141,13 @@ impl GroupCoordinator {
         }
         for id in &touched {
             if let Some(handle) = self.group(id) {
-                // `locked` drops a group that ended with nothing in it.
-                self.locked(&handle, |_, _, _| ());
+                // Each loaded member's session starts now. (`locked` drops a group that
+                // ended with nothing in it.)
+                self.locked(&handle, |c, g, fx| {
+                    for member in g.member_ids() {
+                        c.session_heartbeat(g, &member, fx);
+                    }
+                });
             }
         }
         summary.groups = touched.iter().filter(|id| self.group(id).is_some()).count();

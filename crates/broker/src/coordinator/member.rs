@@ -127,6 +127,33 @@ pub struct MemberMetadata {
 }
 
 impl MemberMetadata {
+    /// A member as a `__consumer_offsets` group record stored it: in the generation,
+    /// with its subscription (the metadata for `protocol`) and assignment.
+    pub fn loaded(
+        v: &super::records::MemberMetadataValue,
+        protocol_type: &str,
+        protocol: Option<&str>,
+    ) -> Self {
+        MemberMetadata {
+            member_id: Arc::from(v.member_id.as_str()),
+            group_instance_id: v.group_instance_id.clone(),
+            client_id: v.client_id.clone(),
+            client_host: v.client_host.clone(),
+            rebalance_timeout_ms: v.rebalance_timeout,
+            session_timeout_ms: v.session_timeout,
+            protocol_type: protocol_type.to_string(),
+            supported_protocols: protocol
+                .map(|p| vec![(p.to_string(), v.subscription.clone())])
+                .unwrap_or_default(),
+            assignment: v.assignment.clone(),
+            awaiting_join: None,
+            awaiting_sync: None,
+            is_new: false,
+            heartbeat_epoch: 0,
+            session_deadline_ms: 0,
+        }
+    }
+
     /// A member joining for the first time with the id `member_id`: new, nothing parked,
     /// no assignment, no heartbeat yet.
     pub fn joining(member_id: Arc<str>, p: &JoinGroupParams) -> Self {

@@ -765,9 +765,19 @@ fn a_new_coordinator_rebuilds_offsets_and_generations_from_the_offsets_topic() {
     assert_eq!(offset("grp"), 9, "the last commit wins");
     assert_eq!(offset("solo"), 17);
     assert_eq!(offset("gone"), -1, "a deleted group's offsets stay deleted");
-    // The group comes back Empty at its generation; its members rejoin.
-    let g = fresh.group("grp").expect("grp loaded");
-    let g = g.state.lock();
-    assert_eq!((g.state(), g.generation_id), (GroupState::Empty, 1));
-    assert_eq!(g.protocol_type.as_deref(), Some("consumer"));
+    // The group comes back Stable at its generation, with both members, its leader and
+    // their assignments; each member's session restarts from the load.
+    let handle = fresh.group("grp").expect("grp loaded");
+    {
+        let g = handle.state.lock();
+        assert_eq!((g.state(), g.generation_id), (GroupState::Stable, 1));
+        assert_eq!(g.protocol_type.as_deref(), Some("consumer"));
+        assert_eq!(g.size(), 2);
+        assert!(g.is_leader(&a), "the leader stays the leader");
+        assert!(g.members().all(|m| !m.assignment.is_empty()));
+    }
+    assert_eq!(fresh.counts().1, 2, "two members held");
+    // A member that stops heartbeating expires one session timeout after the load.
+    h.advance(SESSION as u64);
+    assert_eq!(fresh.group("grp").map(|g| g.state.lock().size()), Some(0));
 }
