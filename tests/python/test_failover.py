@@ -240,3 +240,41 @@ def test_a_group_consumer_continues_from_its_commits_after_its_coordinator_is_ki
         fresh.close()
     assert committed.offset == 4 * RECORDS
     cluster.broker(coordinator, "restart")
+
+
+def ctl(cluster, *args):
+    import subprocess
+    from conftest import BINARY
+    done = subprocess.run([BINARY, "ctl", "--admin", cluster.admin.removeprefix("http://"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_controlled_shutdown_moves_leadership_first_so_no_produce_fails(cluster):
+    topic = "shutdown-moves"
+    create(cluster, topic, **{"min.insync.replicas": 2})
+    writer = Tracker(cluster, "all", **{"enable.idempotence": True})
+    writer.send(topic, [f"before-{i}" for i in range(RECORDS)])
+    writer.flush()
+    # `ctl broker 1 shutdown`, with records in flight.
+    writer.send(topic, [f"during-{i}" for i in range(RECORDS)])
+    out = ctl(cluster, "broker", "1", "shutdown")
+    print("\n" + out)
+    assert f"{topic}-0: leader 1 -> 2, leader epoch 1, ISR [2, 3]" in out
+    assert "broker 1 shut down" in out
+    assert "broker 1 dead" in out
+    writer.send(topic, [f"after-{i}" for i in range(RECORDS)])
+    writer.flush()
+    assert writer.failed == [], "no produce fails across a controlled shutdown"
+    stored = read_all(cluster, topic)
+    assert sorted(stored) == sorted(writer.acked) and len(stored) == 3 * RECORDS
+    out = ctl(cluster, "broker", "1", "restart")
+    assert re.search(r"broker 1 registered \(incarnation \d+\)", out), out
+    wait_for("broker 1 back in the ISR", lambda: sorted(cluster.partition(topic)["isr"]) == [1, 2, 3])
+    # A broker that is running cannot be restarted; an unknown one is not found.
+    import urllib.error
+    for path, status in (("/api/brokers/1/restart", 409), ("/api/brokers/9/kill", 404), ("/api/brokers/1/explode", 404)):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            cluster.post(path)
+        assert refused.value.code == status, path

@@ -74,6 +74,15 @@ enum CtlCommand {
         /// The value for delay (ms), lag (ms) or max-bytes (bytes).
         value: Option<String>,
     },
+    /// With several brokers (`serve --brokers N`): kill, restart or shut down a broker, and
+    /// print the controller's elections and ISR changes.
+    Broker {
+        /// Broker id (1, 2, ...).
+        id: String,
+        /// kill | restart | shutdown
+        #[arg(value_parser = ["kill", "restart", "shutdown"])]
+        action: String,
+    },
     /// Stream each request's story as it finishes: `produce #17 client=rdkafka demo-0
     /// appended @42 → parked (needs HW 43) → follower 2 fetch @43 → ... → completed`.
     Trace {
@@ -315,6 +324,7 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
             ctl::follower(&ctl.admin, token, &id, &action, value.as_deref())
         }
         CtlCommand::Clock { ms, .. } => ctl::advance_clock(&ctl.admin, token, ms),
+        CtlCommand::Broker { id, action } => ctl::broker(&ctl.admin, token, &id, &action),
         CtlCommand::Trace {
             client,
             topic,

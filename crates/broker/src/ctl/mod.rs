@@ -96,6 +96,24 @@ struct GroupsJsonPurgatories {
 struct FollowerDone {
     #[serde(default)]
     status: Option<FollowerStatus>,
+    /// With several brokers: each replica fetcher of the broker.
+    #[serde(default)]
+    fetchers: Option<Vec<FollowerStatus>>,
+}
+
+/// The answer to `POST /api/brokers/{id}/{action}`.
+#[derive(Debug, Deserialize)]
+struct BrokerDone {
+    changes: Vec<controller::Change>,
+    brokers: Vec<BrokerLine>,
+}
+
+/// One broker in `GET /api/brokers`.
+#[derive(Debug, Deserialize)]
+struct BrokerLine {
+    id: i32,
+    alive: bool,
+    listener: String,
 }
 
 /// The answer to `POST /api/clock/advance`.
@@ -156,10 +174,39 @@ pub fn follower(
         value.unwrap_or(""),
         token,
     )?;
+    if let Some(fetchers) = done.fetchers {
+        let states: Vec<String> = fetchers
+            .iter()
+            .map(|f| format!("{} ({})", f.bootstrap, render::wire_name(&f.state)))
+            .collect();
+        println!(
+            "broker {id}: {action} done on its {} replica fetcher(s): {}",
+            fetchers.len(),
+            states.join(", ")
+        );
+        return Ok(());
+    }
     let state = done
         .status
         .map_or_else(|| "?".to_string(), |s| render::wire_name(&s.state));
     println!("follower {id}: {action} done (now {state})");
+    Ok(())
+}
+
+/// `ctl broker ID kill|restart|shutdown`: prints what the controller changed.
+pub fn broker(admin: &str, token: Option<&str>, id: &str, action: &str) -> anyhow::Result<()> {
+    let done: BrokerDone = call_json(
+        admin,
+        "POST",
+        &format!("/api/brokers/{id}/{action}"),
+        "",
+        token,
+    )?;
+    print!("{}", render::broker_changes(id, action, &done.changes));
+    for b in &done.brokers {
+        let alive = if b.alive { "alive" } else { "dead" };
+        println!("  broker {} {alive} {}", b.id, b.listener);
+    }
     Ok(())
 }
 

@@ -234,3 +234,51 @@ mod tests {
         assert_eq!(groups(&answer), include_str!("testdata/groups.txt"));
     }
 }
+
+/// What `ctl broker ID ACTION` prints: one line per controller change, in order.
+pub fn broker_changes(id: &str, action: &str, changes: &[controller::Change]) -> String {
+    use controller::Change;
+    let mut out = format!("broker {id}: {action} done, {} change(s)\n", changes.len());
+    for change in changes {
+        let line = match change {
+            Change::BrokerDied { id, controlled, .. } => {
+                let how = if *controlled { "shut down" } else { "died" };
+                format!("broker {id} {how}")
+            }
+            Change::BrokerRegistered {
+                id, incarnation, ..
+            } => format!("broker {id} registered (incarnation {incarnation})"),
+            Change::LeaderElected {
+                tp,
+                old_leader,
+                new_leader,
+                leader_epoch,
+                isr,
+                clean,
+                ..
+            } => format!(
+                "{}-{}: leader {old_leader} -> {new_leader}, leader epoch {leader_epoch}, ISR {isr:?}{}",
+                tp.topic,
+                tp.partition,
+                if *clean { "" } else { " (UNCLEAN: records only the old ISR held are lost)" }
+            ),
+            Change::NoLeader {
+                tp,
+                old_leader,
+                leader_epoch,
+                ..
+            } => format!(
+                "{}-{}: leader {old_leader} gone and no replica can lead: offline (leader epoch {leader_epoch})",
+                tp.topic, tp.partition
+            ),
+            Change::IsrChanged { tp, old, new, .. } => {
+                format!("{}-{}: ISR {old:?} -> {new:?}", tp.topic, tp.partition)
+            }
+            other => format!("{other:?}"),
+        };
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
