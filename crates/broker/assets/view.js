@@ -177,7 +177,22 @@ function setupControls() {
 
 function follower(id, action, value) {
   post(`/api/followers/${id}/${action}`, value === undefined ? '' : String(value)).then((r) => {
-    if (r) say(`follower ${id}: ${action}${value === undefined ? '' : ' ' + value} (now ${r.status.state})`);
+    if (!r) return;
+    const now = r.status ? r.status.state : r.fetchers.map((f) => f.state).join(', ');
+    say(`${r.status ? 'follower' : 'broker'} ${id}: ${action}${value === undefined ? '' : ' ' + value} (now ${now})`);
+  });
+}
+
+// Kill, restart or shut down a broker of a cluster; the status line tells the elections.
+function broker(id, action) {
+  post(`/api/brokers/${id}/${action}`, '').then((r) => {
+    if (!r) return;
+    const elected = r.changes.filter((c) => c.type === 'leader_elected' || c.type === 'no_leader');
+    const moves = elected.slice(0, 4).map((c) => c.type === 'no_leader'
+      ? `${c.tp.topic}-${c.tp.partition} offline`
+      : `${c.tp.topic}-${c.tp.partition} → ${c.new_leader} (epoch ${c.leader_epoch}${c.clean ? '' : ', unclean'})`);
+    const more = elected.length > 4 ? ` and ${elected.length - 4} more` : '';
+    say(`broker ${id}: ${action} · ${elected.length} election(s)${moves.length ? ': ' + moves.join(', ') + more : ''}`);
   });
 }
 
@@ -324,6 +339,7 @@ function render() {
   redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
   redraw('groups', JSON.stringify(st.groups), renderGroups);
   redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
+  redraw('brokers', JSON.stringify(st.brokers), renderBrokers);
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
   // The logs: redrawn when they gained rows, at their pace (the first frame draws them).
   const newestEvent = events.length ? events[0].seq : null;
@@ -585,10 +601,27 @@ function renderPartitions() {
         h('td', { class: 'muted' }, f.last_fetch_time_ms === null ? 'never fetched' : `fetched @${n(f.last_fetch_time_ms)}`)))];
     return h('div', { key: tp, class: 'partition', 'data-tp': tp },
       h('div', null, h('b', null, tp), `  LEO ${n(p.log_end_offset)} · HW `, h('b', { class: 'hw-value' }, n(p.high_watermark)),
-        ` · ISR [${p.isr.join(', ')}] of [${p.replicas.join(', ')}] · min ISR ${p.effective_min_isr}`),
+        ` · ISR [${p.isr.join(', ')}] of [${p.replicas.join(', ')}] · min ISR ${p.effective_min_isr}`,
+        p.replica_logs ? ` · leader ${p.leader < 0 ? 'none (offline)' : p.leader}, epoch ${p.leader_epoch}` : null),
       bar,
+      // With several brokers: every replica's own log, where a truncation shows.
+      p.replica_logs ? h('div', { class: 'muted', 'data-replica-logs': tp }, p.replica_logs.map((r) =>
+        `broker ${r.broker}${r.alive ? '' : ' (dead)'}: ${r.leader ? 'leader' : 'follower'} epoch ${r.leader_epoch}, LEO ${n(r.log_end_offset)}, HW ${n(r.high_watermark)}`).join(' · ')) : null,
       h('table', null, h('thead', null, h('tr', null, h('th', null, 'replica'), h('th', { class: 'num' }, 'LEO'), h('th', { class: 'num' }, 'lag'), h('th', null, 'ISR'), h('th', null, 'last fetch'))), h('tbody', null, rows)));
   }) : h('div', { class: 'empty' }, 'no topics yet: send a produce'));
+}
+
+// With several brokers: each one, alive or dead, with what can be done to it.
+function renderBrokers() {
+  const bs = frame.state.brokers || [];
+  if (bs.length < 2) { show('brokers', null); return; }
+  show('brokers', [h('h3', null, 'Brokers'), bs.map((b) => h('div', { key: b.id, class: 'follower', 'data-broker': b.id },
+    h('span', { class: 'name' }, `broker ${b.id} `, h('b', { class: b.alive ? 'state-running' : 'state-crashed' }, b.alive ? 'alive' : 'dead'), ` ${b.listener}`),
+    h('button', { onclick: () => broker(b.id, 'kill'), disabled: !b.alive, title: 'Crash it: listener and connections close, its log stays; the controller elects new leaders' }, 'kill'),
+    h('button', { onclick: () => broker(b.id, 'shutdown'), disabled: !b.alive, title: 'Controlled shutdown: leadership moves away first' }, 'shut down'),
+    h('button', { onclick: () => broker(b.id, 'restart'), disabled: b.alive, title: 'Back as a follower: truncates to the new leader, catches up, rejoins the ISR' }, 'restart'),
+    h('button', { onclick: () => follower(b.id, 'pause'), disabled: !b.alive, title: 'Pause all of its replica fetchers' }, 'pause fetchers'),
+    h('button', { onclick: () => follower(b.id, 'resume'), disabled: !b.alive }, 'resume fetchers')))]);
 }
 
 // Each follower's fetch-delay box, by replica id, for its "set delay" button.
@@ -596,6 +629,14 @@ const delayBoxes = new Map();
 
 function renderFollowers() {
   const fs = frame.state.followers;
+  if ((frame.state.brokers || []).length > 1) {
+    // A cluster's followers are its brokers' replica fetchers, steered per broker above.
+    show('followers', fs.length ? fs.map((f) => h('div', { key: `${f.replica_id}-${f.bootstrap}`, class: 'follower', 'data-fetcher': f.replica_id },
+      h('span', { class: 'name' }, `broker ${f.replica_id} fetching from ${f.bootstrap} `, h('b', { class: `state-${f.state}` }, f.state)),
+      h('span', { class: 'muted' }, f.partitions.map((p) => `${p.topic}-${p.partition} @${n(p.log_end_offset)}`).join(' · '))))
+      : h('div', { class: 'empty' }, 'no replica fetchers'));
+    return;
+  }
   show('followers', fs.length ? fs.map((f) => {
     const id = f.replica_id;
     if (!delayBoxes.has(id)) delayBoxes.set(id, preact.createRef());
