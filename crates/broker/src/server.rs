@@ -14,7 +14,7 @@ use crate::apis::KafkaApis;
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::coordinator::GroupCoordinator;
-use crate::replica_manager::ReplicaManager;
+use crate::replica_manager::{BrokerShared, ReplicaManager};
 
 /// The tokio runtime `purgatory serve` runs the broker and its embedded followers on: one
 /// thread (tokio's current-thread scheduler), like librdkafka's mock cluster.
@@ -95,15 +95,15 @@ impl Listening {
 impl Broker {
     /// Binds the listener and starts serving. Must be called inside a tokio runtime.
     pub async fn start(config: BrokerConfig) -> anyhow::Result<Broker> {
-        let timer = ReplicaManager::timer_for(&config);
-        Self::start_with_timer(config, timer).await
+        let shared = BrokerShared::for_config(&config);
+        Self::start_shared(config, shared).await
     }
 
-    /// Like [`start`](Self::start), on a timer shared with the other brokers of this
-    /// process ([`crate::cluster`]).
-    pub async fn start_with_timer(
+    /// Like [`start`](Self::start), sharing the timer and the producer ids with the other
+    /// brokers of this process ([`crate::cluster`]).
+    pub async fn start_shared(
         config: BrokerConfig,
-        timer: timewheel::Timer,
+        shared: BrokerShared,
     ) -> anyhow::Result<Broker> {
         config.validate()?;
         let listener = TcpListener::bind(&config.listen).await.with_context(|| {
@@ -114,7 +114,7 @@ impl Broker {
             )
         })?;
         let local_addr = listener.local_addr()?;
-        let rm = ReplicaManager::with_timer(config, timer);
+        let rm = ReplicaManager::with_shared(config, shared);
         rm.set_bound_port(local_addr.port());
         // The group coordinator starts with the broker, so that its purgatories show in the
         // state API from the start; __consumer_offsets is created when a group first needs it.

@@ -72,7 +72,7 @@ impl Cluster {
     }
 
     /// Broker `id` leads or follows `tp` as `state` says.
-    fn take_role(&self, id: i32, tp: &ControllerTp, state: &PartitionState) {
+    pub(super) fn take_role(&self, id: i32, tp: &ControllerTp, state: &PartitionState) {
         let Some(node) = self.nodes.get(&id) else {
             return;
         };

@@ -132,15 +132,16 @@ impl Cluster {
             .lock()
             .controlled_shutdown(id)
             .map_err(|_| LifecycleError::UnknownBroker(id))?;
-        // The new leaders take over before the old one lets go.
+        // The new leaders take over before the old one lets go; it stops fetching from
+        // them first, so that none counts it as a follower catching up.
         self.apply(&changes);
+        self.stop_fetchers(id).await;
         if let Some(node) = self.nodes.get(&id) {
             self.forget(id);
             // What it answered (NOT_LEADER_OR_FOLLOWER) reaches its clients.
             tokio::time::sleep(SHUTDOWN_DRAIN).await;
             node.broker.stop_listening().await;
         }
-        self.stop_fetchers(id).await;
         info!(
             broker = id,
             changes = changes.len(),

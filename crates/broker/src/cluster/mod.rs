@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::partition::TopicPartition;
 use crate::replica_fetcher::BrokerLogs;
-use crate::replica_manager::ReplicaManager;
+use crate::replica_manager::{BrokerShared, ReplicaManager};
 use crate::server::Broker;
 use crate::topics::{NewTopic, PartitionDescription, Topic, TopicError};
 
@@ -80,7 +80,7 @@ impl Cluster {
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
             .context("--listen must be HOST:PORT")?;
-        let timer = ReplicaManager::timer_for(&config);
+        let shared = BrokerShared::for_config(&config);
         let mut nodes = BTreeMap::new();
         let mut controller = Controller::new();
         for id in 1..=brokers {
@@ -98,7 +98,7 @@ impl Cluster {
                 embedded_followers: false,
                 ..config.clone()
             };
-            let broker = Broker::start_with_timer(node_config, timer.clone()).await?;
+            let broker = Broker::start_shared(node_config, shared.clone()).await?;
             let advertised = broker.replica_manager().config.advertised_host();
             let address = format!("{}:{}", advertised, broker.local_addr().port());
             controller
@@ -336,22 +336,39 @@ impl ClusterLink for Cluster {
     }
 
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>) {
-        let mut controller = self.controller.lock();
-        if !controller.image().is_alive(leader) {
-            return; // a dead broker's timer still runs; what it decides counts for nothing
-        }
         let ctp = ControllerTp::new(&*tp.topic, tp.partition);
-        let Some(state) = controller.image().partition(&ctp).cloned() else {
-            return;
+        let refused = {
+            let mut controller = self.controller.lock();
+            if !controller.image().is_alive(leader) {
+                return; // a dead broker's timer still runs; what it decides counts for nothing
+            }
+            let Some(state) = controller.image().partition(&ctp).cloned() else {
+                return;
+            };
+            if state.isr == isr {
+                return; // the controller has it already
+            }
+            match controller.alter_partition(
+                &ctp,
+                leader,
+                state.leader_epoch,
+                state.partition_epoch,
+                &isr,
+            ) {
+                Ok(_) => None,
+                Err(e) => {
+                    warn!(%tp, leader, ?isr, "AlterPartition refused: {e}");
+                    Some(state)
+                }
+            }
         };
-        if let Err(e) = controller.alter_partition(
-            &ctp,
-            leader,
-            state.leader_epoch,
-            state.partition_epoch,
-            &isr,
-        ) {
-            warn!(%tp, leader, ?isr, "AlterPartition refused: {e}");
+        // Refused (a broker it wanted to add is dead, say): the leader goes back to the
+        // controller's ISR, as Kafka's leader does when its AlterPartition fails, or it
+        // would believe in an ISR nobody else sees and never ask again.
+        if let Some(state) = refused {
+            if state.leader == leader {
+                self.take_role(leader, &ctp, &state);
+            }
         }
     }
 }

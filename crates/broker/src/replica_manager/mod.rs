@@ -113,7 +113,7 @@ pub struct ReplicaManager {
     /// Bytes held in partition logs, under `log.memory.max.bytes`.
     pub log_memory: LogMemory,
     /// Idempotent producers' ids and epochs.
-    pub producer_ids: ProducerIdManager,
+    pub producer_ids: Arc<ProducerIdManager>,
     /// Recent requests and replication events, and the metrics counters.
     pub telemetry: Arc<Telemetry>,
     cluster_id: String,
@@ -125,8 +125,8 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// Builds the state and starts the periodic ISR check on the timer.
     pub fn new(config: BrokerConfig) -> Arc<Self> {
-        let timer = Self::timer_for(&config);
-        Self::with_timer(config, timer)
+        let shared = BrokerShared::for_config(&config);
+        Self::with_shared(config, shared)
     }
 
     /// The timer `config` asks for (system or manual clock).
@@ -141,9 +141,13 @@ impl ReplicaManager {
         }
     }
 
-    /// Like [`new`](Self::new), on a timer shared with other brokers of the same process:
-    /// each broker has its own purgatories, and one wheel holds every timeout.
-    pub fn with_timer(config: BrokerConfig, timer: Timer) -> Arc<Self> {
+    /// Like [`new`](Self::new), with what it shares with the other brokers of the same
+    /// process: each broker has its own purgatories, and one wheel holds every timeout.
+    pub fn with_shared(config: BrokerConfig, shared: BrokerShared) -> Arc<Self> {
+        let BrokerShared {
+            timer,
+            producer_ids,
+        } = shared;
         let purgatory_config = || PurgatoryConfig {
             purge_interval: config.purge_interval_requests,
         };
@@ -153,7 +157,7 @@ impl ReplicaManager {
             timer,
             topics: TopicRegistry::new(config.max_partitions),
             log_memory: LogMemory::new(config.log_memory_max_bytes),
-            producer_ids: ProducerIdManager::default(),
+            producer_ids,
             telemetry: Arc::new(Telemetry::default()),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
@@ -447,6 +451,27 @@ impl ReplicaManager {
         self.produce_purgatory.shutdown();
         self.fetch_purgatory.shutdown();
         self.timer.shutdown();
+    }
+}
+
+/// What the brokers of one process share.
+#[derive(Clone)]
+pub struct BrokerShared {
+    /// One timer: one wheel holds every broker's timeouts.
+    pub timer: Timer,
+    /// One producer-id allocator. Kafka's controller hands out producer ids for the
+    /// whole cluster (AllocateProducerIds), so two producers never get the same id from
+    /// two brokers and then write to one partition as if they were one producer.
+    pub producer_ids: Arc<ProducerIdManager>,
+}
+
+impl BrokerShared {
+    /// A timer as `config` asks for it (system or manual clock), and a new allocator.
+    pub fn for_config(config: &BrokerConfig) -> Self {
+        BrokerShared {
+            timer: ReplicaManager::timer_for(config),
+            producer_ids: Arc::default(),
+        }
     }
 }
 
