@@ -211,30 +211,6 @@ pub(super) fn groups(state: &GroupsAnswer) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::client::parse;
-    use super::*;
-
-    /// `testdata/state.json` is a cut-down `/api/state` answer of a running broker (a
-    /// paused follower, a produce parked for replication, a group rebalancing); the `.txt`
-    /// files are what `ctl state` and `ctl groups` printed for it before ctl read typed
-    /// snapshots.
-    const STATE: &str = include_str!("testdata/state.json");
-
-    #[test]
-    fn state_prints_as_before() {
-        let answer: StateAnswer = parse("GET", "/api/state", STATE).expect("the fixture");
-        assert_eq!(state(&answer), include_str!("testdata/state.txt"));
-    }
-
-    #[test]
-    fn groups_print_as_before() {
-        let answer: GroupsAnswer = parse("GET", "/api/state", STATE).expect("the fixture");
-        assert_eq!(groups(&answer), include_str!("testdata/groups.txt"));
-    }
-}
-
 /// What `ctl broker ID ACTION` prints: one line per controller change, in order.
 pub fn broker_changes(id: &str, action: &str, changes: &[controller::Change]) -> String {
     use controller::Change;
@@ -281,4 +257,28 @@ pub fn broker_changes(id: &str, action: &str, changes: &[controller::Change]) ->
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::parse;
+    use super::*;
+
+    /// `testdata/state.json` is a cut-down `/api/state` answer of a running broker (a
+    /// paused follower, a produce parked for replication, a group rebalancing); the `.txt`
+    /// files are what `ctl state` and `ctl groups` printed for it before ctl read typed
+    /// snapshots.
+    const STATE: &str = include_str!("testdata/state.json");
+
+    #[test]
+    fn state_prints_as_before() {
+        let answer: StateAnswer = parse("GET", "/api/state", STATE).expect("the fixture");
+        assert_eq!(state(&answer), include_str!("testdata/state.txt"));
+    }
+
+    #[test]
+    fn groups_print_as_before() {
+        let answer: GroupsAnswer = parse("GET", "/api/state", STATE).expect("the fixture");
+        assert_eq!(groups(&answer), include_str!("testdata/groups.txt"));
+    }
 }
