@@ -278,3 +278,37 @@ def test_a_controlled_shutdown_moves_leadership_first_so_no_produce_fails(cluste
         with pytest.raises(urllib.error.HTTPError) as refused:
             cluster.post(path)
         assert refused.value.code == status, path
+
+
+def test_with_no_command_the_binary_runs_three_brokers_and_broker_1_leads_demo():
+    """`cargo run --release`'s embedded defaults: listeners on 9092-9094, admin on 8080."""
+    import json
+    import socket
+    import subprocess
+    import urllib.request
+    from conftest import BINARY
+    for port in (9092, 9093, 9094, 8080):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is taken: the defaults need it"
+    log = open(os.path.join(ROOT, "target", "pytest-no-command.log"), "w")
+    proc = subprocess.Popen([BINARY], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def brokers():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:8080/api/brokers", timeout=2) as r:
+                    return json.load(r)
+            except OSError:
+                return None
+        wait_for("the default brokers", lambda: brokers() is not None)
+        assert [(b["id"], b["listener"], b["alive"]) for b in brokers()] == [
+            (1, "127.0.0.1:9092", True), (2, "127.0.0.1:9093", True), (3, "127.0.0.1:9094", True)]
+        p = Producer({"bootstrap.servers": "127.0.0.1:9092", "acks": "all"})
+        p.produce("demo", value=b"hello")
+        assert p.flush(30) == 0
+        with urllib.request.urlopen("http://127.0.0.1:8080/api/state", timeout=5) as r:
+            demo = next(x for x in json.load(r)["partitions"] if x["topic"] == "demo" and x["partition"] == 0)
+        assert (demo["leader"], demo["replicas"], demo["high_watermark"]) == (1, [1, 2, 3], 1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()

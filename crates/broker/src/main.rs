@@ -115,6 +115,10 @@ enum CtlCommand {
     },
 }
 
+/// Brokers started when the binary runs with no command: enough for a leader to fail and
+/// an ISR of two to remain.
+const DEFAULT_BROKERS: i32 = 3;
+
 #[derive(clap::Args, Default)]
 struct ServeArgs {
     /// Broker config file (TOML, Kafka-named keys). Defaults to config/broker.toml if present.
@@ -152,7 +156,8 @@ struct ServeArgs {
     no_admin: bool,
     /// Run N brokers in this process (ids 1..N, listeners on consecutive ports from
     /// `--listen`), each following the others over the Kafka protocol. 1: a single broker,
-    /// no followers. Without it: one leader and its simulated followers.
+    /// no followers. Without it: one leader and its simulated followers (with no command
+    /// at all, as `cargo run --release` runs it: three brokers).
     #[arg(long, value_name = "N")]
     brokers: Option<i32>,
 }
@@ -233,7 +238,11 @@ fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
-        None => ServeArgs::default(),
+        // No command at all (`cargo run --release`): the embedded default, three brokers.
+        None => ServeArgs {
+            brokers: Some(DEFAULT_BROKERS),
+            ..ServeArgs::default()
+        },
         Some(Command::Ctl(ctl)) => return run_ctl(ctl),
     };
     let mut config = load_config(&args)?;
