@@ -7,7 +7,10 @@ records to it with acks=all (confluent-kafka, linger.ms=5), and reads the broker
 resident memory from /proc: its RSS at the end and its peak (VmHWM). The goal (issue 20):
 RSS within 1.5x of brokers x cap, plus a fixed baseline of at most 100 MB:
 
-    goal = 1.5 * brokers * cap + 100 MiB   (one broker process here)
+    goal = 1.5 * brokers * cap + 100 MiB
+
+With --brokers N (N > 1) the process runs N brokers (`serve --brokers N`): each broker's
+cap covers its own replicas, the copies it follows included, so the goal grows with N.
 
 With --bin LABEL=PATH (repeatable) it measures several builds, in interleaved rounds
 (--rounds), and prints each round and the medians, so a change is measured against the
@@ -20,6 +23,7 @@ Run from the repository root with the test venv (it needs confluent-kafka).
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -59,19 +63,25 @@ def status_kib(pid, field):
     raise RuntimeError(f"no {field} for {pid}")
 
 
-def run_once(binary, cap_bytes, megabytes, partitions):
+def run_once(binary, cap_bytes, megabytes, partitions, brokers):
     port, admin_port = free_ports(2)
     bootstrap = f"127.0.0.1:{port}"
     config = config_with_cap(cap_bytes)
+    # Several brokers take ports the kernel picks; their listeners come from /api/brokers.
+    listen = bootstrap if brokers == 1 else "127.0.0.1:0"
+    extra = [] if brokers == 1 else ["--brokers", str(brokers)]
     proc = subprocess.Popen(
-        [binary, "serve", "--config", config, "--listen", bootstrap,
-         "--admin-listen", f"127.0.0.1:{admin_port}"],
+        [binary, "serve", "--config", config, "--listen", listen,
+         "--admin-listen", f"127.0.0.1:{admin_port}", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 30
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/state", timeout=2).read()
+                if brokers > 1:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/brokers", timeout=2) as r:
+                        bootstrap = ",".join(b["listener"] for b in json.load(r))
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:
@@ -112,21 +122,23 @@ def main():
     ap.add_argument("--megabytes", type=int, default=240)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="brokers in the process (1: one leader with its simulated followers)")
     ap.add_argument("--bin", action="append", default=[],
                     help="LABEL=PATH of a build to measure (default: target/release/purgatory)")
     args = ap.parse_args()
     builds = [b.split("=", 1) if "=" in b else (b, b) for b in args.bin] or [
         ("this", os.path.join(ROOT, "target", "release", "purgatory"))]
     cap = args.cap_mib * MIB
-    goal = 1.5 * 1 * cap + 100 * MIB
+    goal = 1.5 * args.brokers * cap + 100 * MIB
     print(f"bench_memory: {args.megabytes} MB of acks=all writes to {args.partitions} partitions, "
-          f"log.memory.max.bytes = {args.cap_mib} MiB, one broker process; "
-          f"goal RSS <= 1.5 x cap + 100 MiB = {goal / MIB:.0f} MiB")
+          f"log.memory.max.bytes = {args.cap_mib} MiB, {args.brokers} broker(s) in the process; "
+          f"goal RSS <= 1.5 x {args.brokers} x cap + 100 MiB = {goal / MIB:.0f} MiB")
     results = {label: [] for label, _ in builds}
     for r in range(args.rounds):
         order = builds if r % 2 == 0 else list(reversed(builds))
         for label, path in order:
-            rss, peak, failed = run_once(path, cap, args.megabytes, args.partitions)
+            rss, peak, failed = run_once(path, cap, args.megabytes, args.partitions, args.brokers)
             results[label].append((rss, peak))
             print(f"round {r} {label:<10} RSS {rss / MIB:7.1f} MiB  peak {peak / MIB:7.1f} MiB  "
                   f"RSS / goal {rss / goal:5.2f}  failed deliveries {failed}", flush=True)
