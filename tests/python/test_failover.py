@@ -146,6 +146,11 @@ def test_acks_1_loses_what_only_the_killed_leader_held_and_acks_all_loses_nothin
     start, end, count = map(int, dropped.groups())
     print(f"broker 1 truncated offsets {start}..{end} ({count} records)")
     assert start == RECORDS and end >= 2 * RECORDS and count == end - start
+    # The live view's replication events tell the election and the truncation.
+    events = [e for e in cluster.get("/api/view")["events"] if e["topic"] == topic]
+    texts = [e["text"] for e in events]
+    assert f"election: leader 1 → {new_leader}, leader epoch 1, ISR {sorted([2, 3], key=lambda b: b != new_leader)}" in texts, texts
+    assert f"broker 1 truncated offsets {start}..{end} ({count} records) to follow the leader" in texts, texts
     replica_logs = {r["broker"]: r for r in cluster.partition(topic)["replica_logs"]}
     assert replica_logs[1]["leader_epoch"] == 1 and not replica_logs[1]["leader"]
 

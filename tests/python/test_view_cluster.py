@@ -46,6 +46,8 @@ def test_the_page_kills_and_restarts_a_broker_and_shows_the_election(cluster, br
     wait_for("the page to show the election",
              lambda: "leader 2, epoch 1" in (text_of(browser, '.partition[data-tp="demo-0"]') or ""))
     assert "election" in text_of(browser, "#status")
+    wait_for("the election among the replication events",
+             lambda: "election: leader 1 → 2, leader epoch 1, ISR [2, 3]" in (text_of(browser, "#events") or ""))
     assert "broker 1 (dead)" in text_of(browser, '[data-replica-logs="demo-0"]')
     shot(browser, "cluster-broker-1-killed.png")
 

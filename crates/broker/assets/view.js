@@ -656,7 +656,7 @@ function renderFollowers() {
 
 function renderEvents() {
   show('events', events.length ? events.slice(0, 30).map((e) =>
-    h('li', { key: e.seq, class: e.kind === 'isr_shrink' ? 'err' : null }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
+    h('li', { key: e.seq, class: e.kind === 'isr_shrink' || e.kind === 'truncated' ? 'err' : null, 'data-kind': e.kind }, `@${n(e.at_ms)} ms · ${e.topic}-${e.partition} · ${e.text}`))
     : h('li', { class: 'empty' }, 'none yet'));
 }
 

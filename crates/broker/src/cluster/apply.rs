@@ -31,6 +31,7 @@ impl Cluster {
     pub(super) fn apply(&self, changes: &[Change]) {
         for change in changes {
             info!(target: "purgatory::cluster", ?change, "controller");
+            self.observe(change);
             match change {
                 Change::LeaderElected { tp, .. } | Change::NoLeader { tp, .. } => {
                     if let Some(state) = self.partition_state(tp) {
@@ -103,6 +104,36 @@ impl Cluster {
             } else {
                 coordinator.unload_groups(tp.partition);
             }
+        }
+    }
+
+    /// Every broker's live view and log hear of an election, as every broker learns it
+    /// from the metadata.
+    fn observe(&self, change: &Change) {
+        let (tp, leaders, isr, clean) = match change {
+            Change::LeaderElected {
+                tp,
+                old_leader,
+                new_leader,
+                leader_epoch,
+                isr,
+                clean,
+                ..
+            } => (tp, (*old_leader, *new_leader, *leader_epoch), isr, *clean),
+            Change::NoLeader {
+                tp,
+                old_leader,
+                leader_epoch,
+                isr,
+                ..
+            } => (tp, (*old_leader, -1, *leader_epoch), isr, true),
+            _ => return,
+        };
+        let local = crate::partition::TopicPartition::new(&tp.topic, tp.partition);
+        for node in self.nodes.values() {
+            let rm = node.broker.replica_manager();
+            rm.telemetry
+                .leader_elected(&local, rm.now_ms(), leaders, isr, clean);
         }
     }
 

@@ -118,6 +118,16 @@ impl ReplicaManager {
         let truncation = handle.lock().truncate_to(offset)?;
         self.log_memory.release(truncation.bytes_dropped);
         if truncation.truncated() {
+            self.telemetry.truncated(
+                &handle.tp,
+                self.now_ms(),
+                self.config.broker_id,
+                (
+                    truncation.old_log_end_offset,
+                    truncation.new_log_end_offset,
+                    truncation.records_dropped as u64,
+                ),
+            );
             info!(
                 tp = %handle.tp,
                 "truncated offsets {}..{} ({} records) to follow the leader's log",

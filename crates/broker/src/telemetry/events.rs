@@ -53,6 +53,30 @@ pub enum EventKind {
         /// The high watermark after (a smaller ISR may let it move on).
         hw_after: i64,
     },
+    /// The controller gave the partition a new leader, or none (with several brokers).
+    LeaderElected {
+        /// The leader before, -1 if none.
+        old_leader: i32,
+        /// The new leader, -1 if the partition is offline.
+        new_leader: i32,
+        /// The new leader epoch.
+        leader_epoch: i32,
+        /// The ISR after.
+        isr: Vec<i32>,
+        /// Whether the leader came from the ISR.
+        clean: bool,
+    },
+    /// A replica dropped the end of its log to follow a new leader's.
+    Truncated {
+        /// The broker that truncated.
+        replica: i32,
+        /// Its log end before.
+        from_offset: i64,
+        /// Its log end after: the first offset dropped.
+        to_offset: i64,
+        /// Records dropped.
+        records: u64,
+    },
 }
 
 /// One event.
@@ -87,7 +111,7 @@ pub struct EventView {
     pub topic: String,
     /// Partition.
     pub partition: i32,
-    /// `follower_fetch`, `isr_expand` or `isr_shrink`.
+    /// `follower_fetch`, `isr_expand`, `isr_shrink`, `leader_elected` or `truncated`.
     pub kind: &'static str,
     /// The follower concerned (for a shrink: the first removed).
     pub replica: Option<i32>,
@@ -133,6 +157,32 @@ impl Event {
                 isr,
                 hw_after,
             } => format!("ISR shrink: {removed:?} left, ISR {isr:?}, HW {hw_after}"),
+            EventKind::LeaderElected {
+                new_leader: -1,
+                old_leader,
+                leader_epoch,
+                ..
+            } => format!(
+                "leader {old_leader} gone, none electable: offline, leader epoch {leader_epoch}"
+            ),
+            EventKind::LeaderElected {
+                old_leader,
+                new_leader,
+                leader_epoch,
+                isr,
+                clean,
+            } => format!(
+                "{}election: leader {old_leader} → {new_leader}, leader epoch {leader_epoch}, ISR {isr:?}",
+                if *clean { "" } else { "UNCLEAN " }
+            ),
+            EventKind::Truncated {
+                replica,
+                from_offset,
+                to_offset,
+                records,
+            } => format!(
+                "broker {replica} truncated offsets {to_offset}..{from_offset} ({records} records) to follow the leader"
+            ),
         }
     }
 
@@ -190,6 +240,20 @@ impl Event {
                 v.removed = Some(removed.clone());
                 v.isr = Some(isr.clone());
                 v.hw_after = Some(*hw_after);
+            }
+            EventKind::LeaderElected {
+                new_leader, isr, ..
+            } => {
+                v.kind = "leader_elected";
+                v.replica = Some(*new_leader);
+                v.isr = Some(isr.clone());
+            }
+            EventKind::Truncated {
+                replica, to_offset, ..
+            } => {
+                v.kind = "truncated";
+                v.replica = Some(*replica);
+                v.fetch_offset = Some(*to_offset);
             }
         }
         v

@@ -89,3 +89,47 @@ impl Telemetry {
         );
     }
 }
+
+impl Telemetry {
+    /// The controller changed `tp`'s leader (`new_leader` -1: offline).
+    pub fn leader_elected(
+        &self,
+        tp: &TopicPartition,
+        now_ms: u64,
+        (old_leader, new_leader, leader_epoch): (i32, i32, i32),
+        isr: &[i32],
+        clean: bool,
+    ) {
+        self.record_event(
+            tp,
+            now_ms,
+            EventKind::LeaderElected {
+                old_leader,
+                new_leader,
+                leader_epoch,
+                isr: isr.to_vec(),
+                clean,
+            },
+        );
+    }
+
+    /// Broker `replica` truncated `tp` from `from_offset` down to `to_offset`.
+    pub fn truncated(
+        &self,
+        tp: &TopicPartition,
+        now_ms: u64,
+        replica: i32,
+        (from_offset, to_offset, records): (i64, i64, u64),
+    ) {
+        self.record_event(
+            tp,
+            now_ms,
+            EventKind::Truncated {
+                replica,
+                from_offset,
+                to_offset,
+                records,
+            },
+        );
+    }
+}
