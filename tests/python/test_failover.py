@@ -317,3 +317,48 @@ def test_with_no_command_the_binary_runs_three_brokers_and_broker_1_leads_demo()
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+def test_a_scenario_file_kills_and_restarts_brokers_through_ctl(cluster, tmp_path):
+    topic = "scenario-driven"
+    create(cluster, topic, **{"min.insync.replicas": 2})
+    before = {b["id"]: b["incarnation"] for b in cluster.get("/api/brokers")}
+    epoch_before = cluster.partition(topic)["leader_epoch"]
+    scenario = tmp_path / "kill-restart.toml"
+    scenario.write_text("""
+name = "kill and restart"
+description = "broker 1 dies while broker 3 is paused, and comes back"
+[[step]]
+at_ms = 0
+broker = 3
+action = "pause"
+[[step]]
+at_ms = 50
+broker = 1
+action = "kill"
+[[step]]
+at_ms = 100
+broker = 3
+action = "resume"
+[[step]]
+at_ms = 150
+broker = 1
+action = "restart"
+""")
+    out = ctl(cluster, "scenario", str(scenario))
+    print("\n" + out)
+    assert [line.split(" ms  ", 1)[1] for line in out.splitlines() if line.startswith("t=")] == [
+        "broker 3: pause", "broker 1: kill", "broker 3: resume", "broker 1: restart"]
+    after = {b["id"]: (b["incarnation"], b["alive"]) for b in cluster.get("/api/brokers")}
+    assert after[1] == (before[1] + 1, True), "killed and restarted once"
+    assert after[3] == (before[3], True)
+    assert cluster.partition(topic)["leader_epoch"] == epoch_before + 1, "one election"
+    assert all(f["state"] == "running" for f in cluster.state()["followers"] if f["replica_id"] == 3)
+    # A broker step the file cannot take is refused before anything runs.
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[[step]]\nat_ms = 0\nbroker = 1\naction = "crash"\n')
+    import subprocess
+    from conftest import BINARY
+    refused = subprocess.run([BINARY, "ctl", "--admin", cluster.admin.removeprefix("http://"), "scenario", str(bad)],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "broker 1 cannot crash" in refused.stderr, refused.stderr

@@ -83,6 +83,12 @@ enum CtlCommand {
         #[arg(value_parser = ["kill", "restart", "shutdown"])]
         action: String,
     },
+    /// Play a scenario file's timeline through the admin API: follower steps, and with
+    /// several brokers, broker steps (kill, shutdown, restart, and fetcher controls).
+    Scenario {
+        /// The scenario TOML (config/scenarios/*.toml).
+        file: String,
+    },
     /// Stream each request's story as it finishes: `produce #17 client=rdkafka demo-0
     /// appended @42 → parked (needs HW 43) → follower 2 fetch @43 → ... → completed`.
     Trace {
@@ -334,6 +340,7 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
         }
         CtlCommand::Clock { ms, .. } => ctl::advance_clock(&ctl.admin, token, ms),
         CtlCommand::Broker { id, action } => ctl::broker(&ctl.admin, token, &id, &action),
+        CtlCommand::Scenario { file } => ctl::scenario(&ctl.admin, token, &file),
         CtlCommand::Trace {
             client,
             topic,

@@ -126,10 +126,10 @@ impl Cluster {
 
     /// Applies a scenario step to its embedded follower.
     fn apply(&self, step: &followersim::scenario::Step) {
-        let follower = self
-            .followers
-            .get(step.follower)
-            .expect("follower in scenario");
+        let followersim::scenario::Target::Follower(id) = step.target else {
+            panic!("a follower step");
+        };
+        let follower = self.followers.get(id).expect("follower in scenario");
         step.action.apply_to(&follower);
     }
 }
@@ -155,7 +155,10 @@ async fn paused_follower_holds_every_acks_all_produce_until_the_isr_shrinks() {
 
     // Step 1 (5 s): replica 3 pauses.
     let pause = &sc.steps[0];
-    assert_eq!((pause.follower, &pause.action), (3, &Action::Pause));
+    assert_eq!(
+        (pause.target, &pause.action),
+        (followersim::scenario::Target::Follower(3), &Action::Pause)
+    );
     c.advance_to(pause.at_ms);
     c.apply(pause);
     wait_until("follower 3 to stop fetching", || {

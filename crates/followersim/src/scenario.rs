@@ -38,6 +38,18 @@
 //! value = 250                  # required by delay (ms), max_bytes (bytes), lag (ms)
 //! ```
 //!
+//! With several brokers (`purgatory serve --brokers N`), a step can name a `broker`
+//! instead of a `follower`: `kill`, `shutdown` (controlled) and `restart` act on the
+//! broker, and `pause`, `resume`, `delay` and `lag` on all of its replica fetchers.
+//! `purgatory ctl scenario FILE` plays such a file through the admin API:
+//!
+//! ```toml
+//! [[step]]
+//! at_ms = 5000
+//! broker = 1
+//! action = "kill"              # kill | shutdown | restart | pause | resume | delay | lag
+//! ```
+//!
 //! [`run_scenario`] spawns the followers itself; [`run_timeline`] plays the steps through
 //! any [`StepApplier`], so a broker can run the same files against followers it embeds.
 
@@ -69,6 +81,28 @@ pub enum Action {
     MaxBytes(i32),
     /// Set "stay N ms behind" ([`FollowerHandle::set_lag_ms`]).
     Lag(u64),
+    /// A broker of a cluster crashes, keeping its log (broker steps only).
+    Kill,
+    /// A broker of a cluster shuts down cleanly (broker steps only).
+    Shutdown,
+}
+
+/// What a step acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A follower, by replica id.
+    Follower(i32),
+    /// A broker of a cluster, by broker id.
+    Broker(i32),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Follower(id) => write!(f, "follower {id}"),
+            Target::Broker(id) => write!(f, "broker {id}"),
+        }
+    }
 }
 
 impl Action {
@@ -87,6 +121,8 @@ impl Action {
             "restart" => Action::Restart,
             "delay" => Action::Delay(non_negative(needs_value("milliseconds")?)?),
             "lag" => Action::Lag(non_negative(needs_value("milliseconds")?)?),
+            "kill" => Action::Kill,
+            "shutdown" => Action::Shutdown,
             "max_bytes" => {
                 let v = needs_value("bytes")?;
                 match i32::try_from(v) {
@@ -95,13 +131,18 @@ impl Action {
                 }
             }
             other => bail!(
-                "unknown action \"{other}\" (expected pause, resume, crash, restart, delay, max_bytes or lag)"
+                "unknown action \"{other}\" (expected pause, resume, crash, restart, delay, max_bytes or lag; for a broker also kill or shutdown)"
             ),
         };
         if value.is_some()
             && matches!(
                 a,
-                Action::Pause | Action::Resume | Action::Crash | Action::Restart
+                Action::Pause
+                    | Action::Resume
+                    | Action::Crash
+                    | Action::Restart
+                    | Action::Kill
+                    | Action::Shutdown
             )
         {
             bail!("action \"{action}\" takes no `value`");
@@ -109,7 +150,18 @@ impl Action {
         Ok(a)
     }
 
-    /// Applies the action to a follower through its handle.
+    /// Whether the action can be done to `target`: kill and shutdown only to a broker,
+    /// crash and max_bytes only to a follower.
+    pub fn applies_to(&self, target: Target) -> bool {
+        match (self, target) {
+            (Action::Kill | Action::Shutdown, Target::Follower(_)) => false,
+            (Action::Crash | Action::MaxBytes(_), Target::Broker(_)) => false,
+            _ => true,
+        }
+    }
+
+    /// Applies the action to a follower through its handle. Broker actions (kill,
+    /// shutdown) do nothing to a follower: [`Scenario::parse`] refuses them on one.
     pub fn apply_to(&self, follower: &FollowerHandle) {
         match *self {
             Action::Pause => follower.pause(),
@@ -119,6 +171,7 @@ impl Action {
             Action::Delay(ms) => follower.set_fetch_delay_ms(ms),
             Action::MaxBytes(b) => follower.set_max_bytes(b),
             Action::Lag(ms) => follower.set_lag_ms(ms),
+            Action::Kill | Action::Shutdown => {}
         }
     }
 
@@ -140,6 +193,13 @@ impl Action {
             Action::Lag(ms) => {
                 format!("lag {ms} ms: hold fetched data {ms} ms before appending it")
             }
+            Action::Kill => {
+                "kill: crash the broker (its log stays); the controller elects new leaders"
+                    .to_owned()
+            }
+            Action::Shutdown => {
+                "shutdown: move its leaderships away, then stop the broker".to_owned()
+            }
         }
     }
 }
@@ -154,6 +214,8 @@ impl fmt::Display for Action {
             Action::Delay(ms) => write!(f, "delay {ms}"),
             Action::MaxBytes(b) => write!(f, "max_bytes {b}"),
             Action::Lag(ms) => write!(f, "lag {ms}"),
+            Action::Kill => f.write_str("kill"),
+            Action::Shutdown => f.write_str("shutdown"),
         }
     }
 }
@@ -163,8 +225,8 @@ impl fmt::Display for Action {
 pub struct Step {
     /// When, in ms from the start of the scenario.
     pub at_ms: u64,
-    /// Which follower (replica id).
-    pub follower: i32,
+    /// Which follower or broker.
+    pub target: Target,
     /// What to do.
     pub action: Action,
     /// Why, in plain words (optional; logged with the step).
@@ -229,7 +291,8 @@ struct RawFollower {
 #[serde(deny_unknown_fields)]
 struct RawStep {
     at_ms: u64,
-    follower: i32,
+    follower: Option<i32>,
+    broker: Option<i32>,
     action: String,
     value: Option<i64>,
     note: Option<String>,
@@ -239,7 +302,7 @@ impl Scenario {
     /// Parses and validates a scenario from TOML text.
     pub fn parse(text: &str) -> Result<Scenario> {
         let raw: RawScenario = toml::from_str(text).context("invalid scenario TOML")?;
-        if raw.followers.is_empty() {
+        if raw.followers.is_empty() && raw.steps.iter().all(|s| s.broker.is_none()) {
             bail!("scenario \"{}\" declares no [[follower]]", raw.name);
         }
         let mut ids = BTreeSet::new();
@@ -266,12 +329,21 @@ impl Scenario {
         let mut steps = Vec::new();
         for (i, s) in raw.steps.into_iter().enumerate() {
             let n = i + 1;
-            if !ids.contains(&s.follower) {
-                bail!(
-                    "step {n} (at {} ms) targets follower {}, which is not a declared [[follower]]",
-                    s.at_ms,
-                    s.follower
-                );
+            let target = match (s.follower, s.broker) {
+                (Some(id), None) => Target::Follower(id),
+                (None, Some(id)) => Target::Broker(id),
+                _ => bail!(
+                    "step {n} (at {} ms) must name exactly one of `follower` and `broker`",
+                    s.at_ms
+                ),
+            };
+            if let Target::Follower(id) = target {
+                if !ids.contains(&id) {
+                    bail!(
+                        "step {n} (at {} ms) targets follower {id}, which is not a declared [[follower]]",
+                        s.at_ms
+                    );
+                }
             }
             if let Some(d) = raw.duration_ms {
                 if s.at_ms > d {
@@ -282,9 +354,12 @@ impl Scenario {
                 }
             }
             let action = Action::parse(&s.action, s.value).with_context(|| format!("step {n}"))?;
+            if !action.applies_to(target) {
+                bail!("step {n}: {target} cannot {action}");
+            }
             steps.push(Step {
                 at_ms: s.at_ms,
-                follower: s.follower,
+                target,
                 action,
                 note: s.note,
             });
@@ -356,7 +431,9 @@ impl Scenario {
             f.id = map[&f.id];
         }
         for step in &mut s.steps {
-            step.follower = map[&step.follower];
+            if let Target::Follower(id) = step.target {
+                step.target = Target::Follower(map[&id]);
+            }
         }
         Ok(s)
     }
@@ -395,12 +472,7 @@ impl Scenario {
             );
         }
         for s in &self.steps {
-            info!(
-                "  at {}: follower {} -> {}",
-                fmt_ms(s.at_ms),
-                s.follower,
-                s.action
-            );
+            info!("  at {}: {} -> {}", fmt_ms(s.at_ms), s.target, s.action);
         }
         match self.duration_ms {
             Some(d) => info!("  ends at {}", fmt_ms(d)),
@@ -416,12 +488,23 @@ fn fmt_ms(ms: u64) -> String {
 /// Something that can apply a scenario step to a follower: the handles of spawned followers,
 /// a broker's embedded followers, or a test double.
 pub trait StepApplier {
-    /// Applies `action` to follower `follower`; fails if there is no such follower.
-    fn apply(&self, follower: i32, action: &Action) -> Result<()>;
+    /// Applies `action` to `target`; fails if there is no such follower or broker.
+    fn apply(&self, target: Target, action: &Action) -> Result<()>;
+}
+
+/// The id of a follower step; a broker step fails: followers alone have no brokers.
+fn follower_id(target: Target) -> Result<i32> {
+    match target {
+        Target::Follower(id) => Ok(id),
+        Target::Broker(id) => bail!(
+            "a step for broker {id} needs a cluster: play the scenario with `purgatory ctl scenario FILE` against `purgatory serve --brokers N`"
+        ),
+    }
 }
 
 impl StepApplier for BTreeMap<i32, FollowerHandle> {
-    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
+    fn apply(&self, target: Target, action: &Action) -> Result<()> {
+        let follower = follower_id(target)?;
         let h = self
             .get(&follower)
             .with_context(|| format!("no follower with replica id {follower}"))?;
@@ -431,7 +514,8 @@ impl StepApplier for BTreeMap<i32, FollowerHandle> {
 }
 
 impl StepApplier for [FollowerHandle] {
-    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
+    fn apply(&self, target: Target, action: &Action) -> Result<()> {
+        let follower = follower_id(target)?;
         let h = self
             .iter()
             .find(|h| h.replica_id() == follower)
@@ -443,10 +527,10 @@ impl StepApplier for [FollowerHandle] {
 
 impl<F> StepApplier for F
 where
-    F: Fn(i32, &Action) -> Result<()>,
+    F: Fn(Target, &Action) -> Result<()>,
 {
-    fn apply(&self, follower: i32, action: &Action) -> Result<()> {
-        self(follower, action)
+    fn apply(&self, target: Target, action: &Action) -> Result<()> {
+        self(target, action)
     }
 }
 
@@ -463,20 +547,20 @@ where
         sleep_until(start + Duration::from_millis(step.at_ms)).await;
         match &step.note {
             Some(note) => info!(
-                "t={}: follower {} -> {} ({})",
+                "t={}: {} -> {} ({})",
                 fmt_ms(step.at_ms),
-                step.follower,
+                step.target,
                 step.action.describe(),
                 note.trim()
             ),
             None => info!(
-                "t={}: follower {} -> {}",
+                "t={}: {} -> {}",
                 fmt_ms(step.at_ms),
-                step.follower,
+                step.target,
                 step.action.describe()
             ),
         }
-        if let Err(e) = applier.apply(step.follower, &step.action) {
+        if let Err(e) = applier.apply(step.target, &step.action) {
             error!("t={}: could not apply the step: {e:#}", fmt_ms(step.at_ms));
             return Err(e.context(format!("step at {} ms", step.at_ms)));
         }
@@ -579,31 +663,48 @@ mod tests {
         for (file, s) in &all {
             assert!(!s.name.is_empty(), "{file}: no name");
             assert!(!s.description.trim().is_empty(), "{file}: no description");
-            assert_eq!(
-                s.follower_ids(),
-                vec![2, 3],
-                "{file}: followers should be replicas 2 and 3"
+            // A followers' scenario plays replicas 2 and 3; a cluster's names brokers only.
+            let cluster = s.followers.is_empty();
+            if !cluster {
+                assert_eq!(
+                    s.follower_ids(),
+                    vec![2, 3],
+                    "{file}: followers should be replicas 2 and 3"
+                );
+            }
+            assert!(
+                s.steps
+                    .iter()
+                    .all(|st| matches!(st.target, Target::Broker(_)) == cluster),
+                "{file}: follower steps need [[follower]]s, broker steps none"
             );
             assert!(
                 s.steps.windows(2).all(|w| w[0].at_ms <= w[1].at_ms),
                 "{file}: sorted"
             );
-            // Every pause is resumed and every crash restarted before the end, so each
-            // story ends healthy.
-            for id in s.follower_ids() {
+            // Every pause is resumed, every crash or kill restarted before the end, so
+            // each story ends healthy.
+            let targets: BTreeSet<String> =
+                s.steps.iter().map(|st| st.target.to_string()).collect();
+            for target in targets {
                 let last = s.steps.iter().rev().find(|st| {
-                    st.follower == id
+                    st.target.to_string() == target
                         && matches!(
                             st.action,
-                            Action::Pause | Action::Resume | Action::Crash | Action::Restart
+                            Action::Pause
+                                | Action::Resume
+                                | Action::Crash
+                                | Action::Restart
+                                | Action::Kill
+                                | Action::Shutdown
                         )
                 });
                 assert!(
                     !matches!(
                         last.map(|st| st.action),
-                        Some(Action::Pause | Action::Crash)
+                        Some(Action::Pause | Action::Crash | Action::Kill | Action::Shutdown)
                     ),
-                    "{file}: follower {id} ends paused or crashed"
+                    "{file}: {target} ends paused, crashed or down"
                 );
             }
         }
@@ -639,7 +740,7 @@ mod tests {
         let resume = paused
             .steps
             .iter()
-            .find(|s| s.action == Action::Resume && s.follower == pause.follower)
+            .find(|s| s.action == Action::Resume && s.target == pause.target)
             .expect("a resume");
         // Kafka checks every lag/2, so the ISR has surely shrunk after 1.5 x lag.
         assert!(
@@ -653,7 +754,10 @@ mod tests {
             .steps
             .iter()
             .filter(|s| s.action == Action::Pause)
-            .map(|s| s.follower)
+            .filter_map(|s| match s.target {
+                Target::Follower(id) => Some(id),
+                Target::Broker(_) => None,
+            })
             .collect();
         paused_ids.sort();
         paused_ids.dedup();
@@ -703,17 +807,17 @@ mod tests {
         .expect("parse");
         assert_eq!(s.duration_ms, Some(60000));
         assert_eq!(s.followers[1].fetch_delay_ms, Some(10));
-        let got: Vec<(u64, i32, Action)> = s
+        let got: Vec<(u64, Target, Action)> = s
             .steps
             .iter()
-            .map(|s| (s.at_ms, s.follower, s.action))
+            .map(|s| (s.at_ms, s.target, s.action))
             .collect();
         assert_eq!(
             got,
             vec![
-                (5000, 3, Action::Pause),
-                (6000, 2, Action::Delay(250)),
-                (45000, 3, Action::Resume)
+                (5000, Target::Follower(3), Action::Pause),
+                (6000, Target::Follower(2), Action::Delay(250)),
+                (45000, Target::Follower(3), Action::Resume)
             ]
         );
         assert_eq!(s.steps[1].note.as_deref(), Some("slow"));
@@ -726,6 +830,9 @@ mod tests {
             ("name = \"x\"\n", "no [[follower]]"),
             (&format!("{base}[[follower]]\nid = 2\n"), "declared twice"),
             (&format!("{base}[[step]]\nat_ms = 1\nfollower = 3\naction = \"pause\"\n"), "not a declared"),
+            (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"kill\"\n"), "follower 2 cannot kill"),
+            (&format!("{base}[[step]]\nat_ms = 1\nbroker = 1\naction = \"crash\"\n"), "broker 1 cannot crash"),
+            (&format!("{base}[[step]]\nat_ms = 1\nbroker = 1\nfollower = 2\naction = \"pause\"\n"), "exactly one of"),
             (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"explode\"\n"), "unknown action"),
             (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"delay\"\n"), "needs a `value`"),
             (&format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"pause\"\nvalue = 3\n"), "takes no `value`"),
@@ -744,6 +851,28 @@ mod tests {
     }
 
     #[test]
+    fn broker_steps_need_no_followers_and_refuse_follower_appliers() {
+        let s = Scenario::parse(
+            "name = \"b\"\n[[step]]\nat_ms = 0\nbroker = 1\naction = \"kill\"\n\
+             [[step]]\nat_ms = 10\nbroker = 2\naction = \"pause\"\n",
+        )
+        .expect("parse");
+        let got: Vec<(Target, Action)> = s.steps.iter().map(|s| (s.target, s.action)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Target::Broker(1), Action::Kill),
+                (Target::Broker(2), Action::Pause)
+            ]
+        );
+        let none: BTreeMap<i32, FollowerHandle> = BTreeMap::new();
+        let err = none
+            .apply(Target::Broker(1), &Action::Kill)
+            .expect_err("no cluster here");
+        assert!(err.to_string().contains("ctl scenario"), "{err}");
+    }
+
+    #[test]
     fn replica_ids_can_be_remapped() {
         let all = shipped();
         let s = get(&all, "paused-follower")
@@ -753,7 +882,7 @@ mod tests {
         assert!(s
             .steps
             .iter()
-            .all(|st| st.follower == 12 || st.follower == 13));
+            .all(|st| st.target == Target::Follower(12) || st.target == Target::Follower(13)));
         assert!(get(&all, "healthy").with_replica_ids(&[4]).is_err());
         assert!(get(&all, "healthy").with_replica_ids(&[4, 4]).is_err());
     }
@@ -767,17 +896,20 @@ mod tests {
         )
         .expect("parse");
         let start = Instant::now();
-        let seen: Mutex<Vec<(u64, i32, Action)>> = Mutex::new(Vec::new());
-        let applier = |id: i32, a: &Action| -> Result<()> {
+        let seen: Mutex<Vec<(u64, Target, Action)>> = Mutex::new(Vec::new());
+        let applier = |target: Target, a: &Action| -> Result<()> {
             seen.lock()
-                .push((start.elapsed().as_millis() as u64, id, *a));
+                .push((start.elapsed().as_millis() as u64, target, *a));
             Ok(())
         };
         run_timeline(&s, &applier).await.expect("run");
         assert_eq!(start.elapsed(), Duration::from_millis(3000));
         assert_eq!(
             *seen.lock(),
-            vec![(1000, 2, Action::Pause), (2000, 2, Action::Resume)]
+            vec![
+                (1000, Target::Follower(2), Action::Pause),
+                (2000, Target::Follower(2), Action::Resume)
+            ]
         );
     }
 

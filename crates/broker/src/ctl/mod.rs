@@ -210,6 +210,64 @@ pub fn broker(admin: &str, token: Option<&str>, id: &str, action: &str) -> anyho
     Ok(())
 }
 
+/// `ctl scenario FILE`: plays a scenario file's steps, each at its time from now, through
+/// the admin API: follower steps as the follower controls, broker steps (`broker = N`) as
+/// kill, shutdown and restart of that broker or as controls of its replica fetchers.
+/// Returns once the last step is done (and `duration_ms` is over, if the file sets it).
+pub fn scenario(admin: &str, token: Option<&str>, path: &str) -> anyhow::Result<()> {
+    use followersim::scenario::{run_timeline, Action, Target};
+    let scenario = followersim::scenario::Scenario::from_file(path)?;
+    println!(
+        "scenario \"{}\": {} step(s)",
+        scenario.name,
+        scenario.steps.len()
+    );
+    let start = std::time::Instant::now();
+    let applier = |target: Target, action: &Action| -> anyhow::Result<()> {
+        let (call, body) = match (target, action) {
+            (Target::Broker(id), Action::Kill) => {
+                (format!("/api/brokers/{id}/kill"), String::new())
+            }
+            (Target::Broker(id), Action::Shutdown) => {
+                (format!("/api/brokers/{id}/shutdown"), String::new())
+            }
+            (Target::Broker(id), Action::Restart) => {
+                (format!("/api/brokers/{id}/restart"), String::new())
+            }
+            (Target::Broker(id) | Target::Follower(id), action) => {
+                let (name, body) = match action {
+                    Action::Delay(ms) => ("delay", ms.to_string()),
+                    Action::Lag(ms) => ("lag", ms.to_string()),
+                    Action::MaxBytes(b) => ("max-bytes", b.to_string()),
+                    other => {
+                        let name = match other {
+                            Action::Pause => "pause",
+                            Action::Resume => "resume",
+                            Action::Crash => "crash",
+                            Action::Restart => "restart",
+                            _ => anyhow::bail!("{target} cannot {other}"),
+                        };
+                        (name, String::new())
+                    }
+                };
+                (format!("/api/followers/{id}/{name}"), body)
+            }
+        };
+        let _: Value = call_json(admin, "POST", &call, &body, token)?;
+        println!(
+            "t={:>6} ms  {target}: {action}",
+            start.elapsed().as_millis()
+        );
+        Ok(())
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    runtime.block_on(run_timeline(&scenario, &applier))?;
+    println!("scenario \"{}\" done", scenario.name);
+    Ok(())
+}
+
 /// `ctl clock advance MS`.
 pub fn advance_clock(admin: &str, token: Option<&str>, ms: u64) -> anyhow::Result<()> {
     let result: ClockAdvanced =
