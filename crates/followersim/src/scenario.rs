@@ -153,11 +153,11 @@ impl Action {
     /// Whether the action can be done to `target`: kill and shutdown only to a broker,
     /// crash and max_bytes only to a follower.
     pub fn applies_to(&self, target: Target) -> bool {
-        match (self, target) {
-            (Action::Kill | Action::Shutdown, Target::Follower(_)) => false,
-            (Action::Crash | Action::MaxBytes(_), Target::Broker(_)) => false,
-            _ => true,
-        }
+        !matches!(
+            (self, target),
+            (Action::Kill | Action::Shutdown, Target::Follower(_))
+                | (Action::Crash | Action::MaxBytes(_), Target::Broker(_))
+        )
     }
 
     /// Applies the action to a follower through its handle. Broker actions (kill,
