@@ -353,7 +353,9 @@ action = "restart"
     assert after[1] == (before[1] + 1, True), "killed and restarted once"
     assert after[3] == (before[3], True)
     assert cluster.partition(topic)["leader_epoch"] == epoch_before + 1, "one election"
-    assert all(f["state"] == "running" for f in cluster.state()["followers"] if f["replica_id"] == 3)
+    # Resumed: its fetcher to broker 1 reconnects once broker 1 listens again.
+    wait_for("broker 3's fetchers running", lambda: all(
+        f["state"] == "running" for f in cluster.state()["followers"] if f["replica_id"] == 3))
     # A broker step the file cannot take is refused before anything runs.
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "bad"\n[[step]]\nat_ms = 0\nbroker = 1\naction = "crash"\n')
@@ -362,3 +364,45 @@ action = "restart"
     refused = subprocess.run([BINARY, "ctl", "--admin", cluster.admin.removeprefix("http://"), "scenario", str(bad)],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "broker 1 cannot crash" in refused.stderr, refused.stderr
+
+
+def test_the_scenarios_api_plays_a_posted_file_and_refuses_what_it_cannot_play(cluster):
+    import urllib.error
+    listed = {s["name"]: s for s in cluster.get("/api/scenarios")}
+    assert listed["leader-killed"]["brokers"] and not listed["paused-follower"]["brokers"]
+    before = next(b["incarnation"] for b in cluster.get("/api/brokers") if b["id"] == 2)
+    posted = cluster.post("/api/scenarios/run", b"""
+name = "quick"
+[[step]]
+at_ms = 0
+broker = 2
+action = "kill"
+[[step]]
+at_ms = 200
+broker = 2
+action = "restart"
+""")
+    assert [(s["at_ms"], s["target"], s["action"]) for s in posted["steps"]] == [
+        (0, "broker 2", "kill"), (200, "broker 2", "restart")]
+    for path, body, status in (
+            ("/api/scenarios/run", b'name = "again"\n[[step]]\nat_ms = 0\nbroker = 3\naction = "pause"\n', 409),
+            ("/api/scenarios/run", b"not toml [", 400),
+            ("/api/scenarios/run?name=nope", b"", 404),
+    ):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            cluster.post(path, body)
+        assert refused.value.code == status, path
+    wait_for("broker 2 killed and restarted", lambda: next(
+        (b["alive"], b["incarnation"]) for b in cluster.get("/api/brokers") if b["id"] == 2) == (True, before + 1))
+    # Simulated followers' scenarios do not run on a cluster.
+    wait_for("the scenario to end", lambda: _can_post(cluster, "/api/scenarios/run?name=paused-follower") == 409)
+
+
+def _can_post(cluster, path):
+    import urllib.error
+    try:
+        cluster.post(path)
+        return 202
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        return e.code if "simulated followers" in body else -e.code

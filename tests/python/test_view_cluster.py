@@ -64,3 +64,21 @@ def test_the_page_kills_and_restarts_a_broker_and_shows_the_election(cluster, br
     wait_for("broker 3's fetchers running",
              lambda: all(f["state"] == "running" for f in cluster.state()["followers"] if f["replica_id"] == 3))
     shot(browser, "cluster-restarted.png")
+
+
+def test_the_page_plays_the_leader_killed_scenario(cluster, browser):  # noqa: F811
+    browser.get(cluster.admin + "/")
+    wait_for("the page's first frame", lambda: browser.execute_script("return window.purgatoryFrames || 0") > 0)
+    wait_for("the cluster's scenarios in the list", lambda: browser.execute_script(
+        "return [...document.querySelectorAll('#scenario-select option')].map((o) => o.value)") == ["leader-killed"])
+    incarnation = next(b["incarnation"] for b in cluster.get("/api/brokers") if b["id"] == 1)
+    browser.execute_script("document.getElementById('scenario-run').click()")
+    wait_for("the status line to list the steps", lambda: "@5,000 broker 1 kill" in (text_of(browser, "#status") or ""))
+    # The steps run at their times: the followers pause, broker 1 dies at 5 s and is back at 8 s.
+    wait_for("broker 1 killed by the scenario", lambda: not alive(cluster, 1), timeout=30)
+    wait_for("broker 1 restarted by the scenario", lambda: next(
+        (b["alive"], b["incarnation"]) for b in cluster.get("/api/brokers") if b["id"] == 1) == (True, incarnation + 1),
+        timeout=30)
+    wait_for("every fetcher running again", lambda: all(
+        f["state"] == "running" for f in cluster.state()["followers"]), timeout=30)
+    shot(browser, "cluster-scenario-played.png")

@@ -150,7 +150,33 @@ function stepBy(ms) {
   });
 }
 
+// The built-in scenarios that fit this broker: broker steps need a cluster, follower
+// steps the simulated followers. Chosen once the first frame says which this is.
+let scenarios = null;
+function setupScenarios() {
+  if (scenarios !== null || !frame) return;
+  scenarios = [];
+  const cluster = (frame.state.brokers || []).length > 1;
+  fetch('/api/scenarios').then((r) => r.json()).then((list) => {
+    scenarios = list.filter((s) => s.brokers === cluster);
+    const sel = document.getElementById('scenario-select');
+    sel.replaceChildren(...scenarios.map((s) => {
+      const o = document.createElement('option');
+      o.value = s.name;
+      o.textContent = s.title;
+      o.title = s.description;
+      return o;
+    }));
+  });
+}
+
 function setupControls() {
+  document.getElementById('scenario-run').onclick = () => {
+    const name = document.getElementById('scenario-select').value;
+    post(`/api/scenarios/run?name=${encodeURIComponent(name)}`, '').then((r) => {
+      if (r) say(`scenario "${r.title}": ${r.steps.length} step(s) over ${n(r.duration_ms ?? r.steps.at(-1)?.at_ms ?? 0)} ms — ${r.steps.map((s) => `@${n(s.at_ms)} ${s.target} ${s.action}`).join(', ')}`);
+    });
+  };
   document.getElementById('freeze').onclick = () => post('/api/clock/freeze').then((r) => r && say(`clock frozen at ${n(r.now_ms)} ms`));
   document.getElementById('resume').onclick = () => post('/api/clock/resume').then((r) => r && say(`clock running again from ${n(r.now_ms)} ms`));
   document.getElementById('step1').onclick = () => stepBy(1);
@@ -330,6 +356,7 @@ function redraw(section, key, draw) {
 
 function render() {
   const st = frame.state;
+  setupScenarios();
   renderClock();
   // The wheel moves with time only through frames; flashes and arrows fade between them.
   const timer = { ...st.timer, now_ms: 0 };

@@ -9,6 +9,8 @@
 //! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
 //! - `POST /api/clock/advance` — on a manual clock, move time forward by `ms`.
+//! - `GET /api/scenarios`, `POST /api/scenarios/run?name=...` (or a TOML body): scenario
+//!   files played by the broker itself ([`scenarios`]).
 //! - With several brokers (`--brokers N`): `GET /api/brokers`, and
 //!   `POST /api/brokers/{id}/kill|restart|shutdown` ([`brokers`]). The follower controls
 //!   then take a broker id and steer all of that broker's replica fetchers.
@@ -40,6 +42,7 @@ mod brokers;
 mod clock;
 mod frames;
 pub mod metrics;
+mod scenarios;
 mod send;
 pub mod view;
 
@@ -63,6 +66,8 @@ pub struct AdminState {
     pub cluster: Option<Arc<Cluster>>,
     /// What the live view's streams share.
     view: Arc<frames::ViewShared>,
+    /// Whether a scenario is playing ([`scenarios`]): one at a time.
+    scenario_playing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AdminState {
@@ -80,6 +85,7 @@ impl AdminState {
             token,
             cluster: None,
             view: Arc::default(),
+            scenario_playing: Arc::default(),
         }
     }
 
@@ -148,6 +154,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/clock/advance", post(post_clock_advance))
         .route("/api/brokers", get(brokers::get_brokers))
         .route("/api/brokers/{id}/{action}", post(brokers::post_broker))
+        .route("/api/scenarios", get(scenarios::get_scenarios))
+        .route("/api/scenarios/run", post(scenarios::post_run))
         // The live view (`/`, its stream, `/api/requests`, clock freeze, send) and `/metrics`.
         .merge(view::routes())
         .route("/metrics", get(metrics::get_metrics))
