@@ -80,6 +80,15 @@ async fn three_brokers_spread_leaders_replicate_to_each_other_and_serve_a_group(
         .await
         .unwrap_or_else(|(e, _)| panic!("record {i} not acknowledged: {e}"));
     }
+    // One topic, one id, on every broker (Metadata v10+ carries it; a client that saw
+    // two would take the topic for deleted and re-created).
+    let ids: BTreeSet<String> = cluster
+        .ids()
+        .iter()
+        .filter_map(|&id| cluster.broker(id)?.replica_manager().topic("spread"))
+        .map(|t| t.id.to_string())
+        .collect();
+    assert_eq!(ids.len(), 1, "topic ids {ids:?}");
     // Every broker holds every record: the followers' copies are in their own logs.
     for id in cluster.ids() {
         let rm = cluster

@@ -298,9 +298,10 @@ impl ClusterLink for Cluster {
                 .collect()
         };
         let mut created = None;
+        let topic_id = uuid::Uuid::new_v4();
         for (&id, node) in &self.nodes {
             let rm = node.broker.replica_manager();
-            let topic = rm.create_local_topic(new.clone(), false)?;
+            let topic = rm.create_local_topic_with_id(new.clone(), false, Some(topic_id))?;
             for (handle, state) in topic.partitions.iter().zip(&states) {
                 let role = if state.leader == id {
                     rm.make_leader(

@@ -280,7 +280,23 @@ impl ReplicaManager {
         new: NewTopic,
         validate_only: bool,
     ) -> Result<Arc<Topic>, TopicError> {
-        let topic = Topic::build(new, &self.config, self.now_ms())?;
+        self.create_local_topic_with_id(new, validate_only, None)
+    }
+
+    /// Like [`create_local_topic`](Self::create_local_topic), with the topic id `id` if
+    /// given: every broker of a cluster creates a topic under the one id the cluster chose,
+    /// as Kafka's brokers all take it from the controller's TopicRecord (a client that saw
+    /// two ids for one topic would take it for deleted and re-created).
+    pub fn create_local_topic_with_id(
+        &self,
+        new: NewTopic,
+        validate_only: bool,
+        id: Option<Uuid>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let mut topic = Topic::build(new, &self.config, self.now_ms())?;
+        if let Some(id) = id {
+            topic.id = id;
+        }
         if validate_only {
             self.topics.check(&topic)?;
             return Ok(Arc::new(topic));
