@@ -277,6 +277,12 @@ def test_a_controlled_shutdown_moves_leadership_first_so_no_produce_fails(cluste
     out = ctl(cluster, "broker", "1", "restart")
     assert re.search(r"broker 1 registered \(incarnation \d+\)", out), out
     wait_for("broker 1 back in the ISR", lambda: sorted(cluster.partition(topic)["isr"]) == [1, 2, 3])
+    # `ctl broker ID kill` is the crash: the same election, told the same way.
+    out = ctl(cluster, "broker", "2", "kill")
+    assert re.search(rf"{topic}-0: leader 2 -> [13], leader epoch 2, ISR \[[13], [13]\]", out), out
+    assert "broker 2 died" in out and "broker 2 dead" in out
+    ctl(cluster, "broker", "2", "restart")
+    wait_for("broker 1 back in the ISR again", lambda: sorted(cluster.partition(topic)["isr"]) == [1, 2, 3])
     # A broker that is running cannot be restarted; an unknown one is not found.
     import urllib.error
     for path, status in (("/api/brokers/1/restart", 409), ("/api/brokers/9/kill", 404), ("/api/brokers/1/explode", 404)):

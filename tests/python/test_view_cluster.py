@@ -57,6 +57,15 @@ def test_the_page_kills_and_restarts_a_broker_and_shows_the_election(cluster, br
     wait_for("the page to show it following at epoch 1",
              lambda: "broker 1: follower epoch 1, LEO 20" in (text_of(browser, '[data-replica-logs="demo-0"]') or ""))
 
+    # *shut down* is the controlled shutdown: broker 2, which leads demo-0 now, hands it
+    # back to broker 1 first.
+    click_broker(browser, 2, "shut down")
+    wait_for("broker 2 shut down", lambda: not alive(cluster, 2))
+    wait_for("leadership moved back to broker 1",
+             lambda: "leader 1, epoch 2" in (text_of(browser, '.partition[data-tp="demo-0"]') or ""))
+    click_broker(browser, 2, "restart")
+    wait_for("broker 2 back in the ISR", lambda: sorted(cluster.partition("demo")["isr"]) == [1, 2, 3])
+
     click_broker(browser, 3, "pause fetchers")
     wait_for("broker 3's fetchers paused",
              lambda: all(f["state"] == "paused" for f in cluster.state()["followers"] if f["replica_id"] == 3))

@@ -10,9 +10,9 @@
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
 //! - `POST /api/clock/advance` — on a manual clock, move time forward by `ms`.
 //! - `GET /api/scenarios`, `POST /api/scenarios/run?name=...` (or a TOML body): scenario
-//!   files played by the broker itself ([`scenarios`]).
+//!   files played by the broker itself (`scenarios.rs`).
 //! - With several brokers (`--brokers N`): `GET /api/brokers`, and
-//!   `POST /api/brokers/{id}/kill|restart|shutdown` ([`brokers`]). The follower controls
+//!   `POST /api/brokers/{id}/kill|restart|shutdown` (`brokers.rs`). The follower controls
 //!   then take a broker id and steer all of that broker's replica fetchers.
 //!
 //! Anything that changes state answers only loopback peers unless `admin.token` is set;
@@ -66,7 +66,7 @@ pub struct AdminState {
     pub cluster: Option<Arc<Cluster>>,
     /// What the live view's streams share.
     view: Arc<frames::ViewShared>,
-    /// Whether a scenario is playing ([`scenarios`]): one at a time.
+    /// Whether a scenario is playing (`scenarios.rs`): one at a time.
     scenario_playing: Arc<std::sync::atomic::AtomicBool>,
 }
 

@@ -13,8 +13,8 @@
 //! partitions and takes the role it was given. A leader's ISR changes go to it (Kafka's
 //! AlterPartition), and Metadata on any broker answers its view.
 //!
-//! Brokers can be killed, restarted and shut down ([`lifecycle`]): the controller elects
-//! new leaders, and every live broker takes the role each change gives it ([`apply`]).
+//! Brokers can be killed, restarted and shut down (`lifecycle.rs`): the controller elects
+//! new leaders, and every live broker takes the role each change gives it (`apply.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
