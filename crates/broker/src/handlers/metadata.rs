@@ -87,9 +87,9 @@ pub fn handle(
     )
 }
 
-/// One topic; `live` are the brokers alive. A partition whose leader died with nobody to
-/// take over is LEADER_NOT_AVAILABLE (leader -1), and its dead replicas are listed as
-/// offline, as Kafka lists them.
+/// One topic; `live` are the brokers alive. With several brokers, a partition whose
+/// leader died with nobody to take over is LEADER_NOT_AVAILABLE (leader -1), and its dead
+/// replicas are listed as offline, as Kafka lists them.
 fn describe_topic(
     topic: &Topic,
     cluster: Option<&dyn ClusterLink>,
@@ -107,13 +107,17 @@ fn describe_topic(
             } else {
                 0
             };
-            let offline = p
-                .replicas
-                .iter()
-                .copied()
-                .filter(|r| !live.contains(r))
-                .map(BrokerId)
-                .collect();
+            // Simulated followers are not brokers, and never offline.
+            let offline = match cluster {
+                Some(_) => p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !live.contains(r))
+                    .map(BrokerId)
+                    .collect(),
+                None => Vec::new(),
+            };
             MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_offline_replicas(offline)
