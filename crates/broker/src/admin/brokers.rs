@@ -89,7 +89,7 @@ pub(super) fn partitions_json(cluster: &Cluster) -> Value {
                     let log = handle.lock();
                     Some(json!({
                         "broker": id,
-                        "alive": cluster.broker_alive(id),
+                        "alive": cluster.is_alive(id),
                         "leader": log.is_leader(),
                         "leader_epoch": log.leader_epoch(),
                         "log_start_offset": log.log_start_offset(),
@@ -167,7 +167,7 @@ pub(super) async fn post_broker(
         }
         Err(e @ LifecycleError::UnknownBroker(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ LifecycleError::WrongState { .. }) => error(StatusCode::CONFLICT, e.to_string()),
-        Err(e @ LifecycleError::Listen { .. }) => {
+        Err(e @ (LifecycleError::Listen { .. } | LifecycleError::Stopped)) => {
             error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
         }
     }
@@ -189,7 +189,7 @@ pub(super) fn fetcher_control(
             format!("there is no broker {id} (brokers: {:?})", cluster.ids()),
         );
     };
-    if fetchers.is_empty() && !cluster.broker_alive(id) {
+    if fetchers.is_empty() && !cluster.is_alive(id) {
         return error(
             StatusCode::CONFLICT,
             format!("broker {id} is not running: restart it first"),

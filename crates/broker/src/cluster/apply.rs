@@ -141,7 +141,8 @@ impl Cluster {
         self.controller.lock().image().partition(tp).cloned()
     }
 
-    pub(super) fn is_alive(&self, id: i32) -> bool {
+    /// Whether broker `id` is alive, as the controller has it.
+    pub fn is_alive(&self, id: i32) -> bool {
         self.controller.lock().image().is_alive(id)
     }
 }

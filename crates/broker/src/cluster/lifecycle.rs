@@ -38,6 +38,8 @@ pub enum LifecycleError {
         /// Whether it is alive.
         alive: bool,
     },
+    /// The brokers' runtime has stopped (the process is shutting down).
+    Stopped,
     /// The restart could not bind the listener again.
     Listen {
         /// The broker.
@@ -57,6 +59,7 @@ impl std::fmt::Display for LifecycleError {
             LifecycleError::WrongState { id, alive: false } => {
                 write!(f, "broker {id} is not running")
             }
+            LifecycleError::Stopped => f.write_str("the brokers have stopped"),
             LifecycleError::Listen { id, reason } => {
                 write!(f, "broker {id} cannot listen again: {reason}")
             }
@@ -101,13 +104,10 @@ impl Cluster {
         &self,
         work: impl std::future::Future<Output = Changes> + Send + 'static,
     ) -> Changes {
-        match self.runtime.spawn(work).await {
-            Ok(done) => done,
-            Err(e) => Err(LifecycleError::Listen {
-                id: -1,
-                reason: format!("the brokers' runtime stopped: {e}"),
-            }),
-        }
+        self.runtime
+            .spawn(work)
+            .await
+            .unwrap_or(Err(LifecycleError::Stopped))
     }
 
     async fn kill_here(&self, id: i32) -> Changes {

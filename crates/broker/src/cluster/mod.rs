@@ -174,11 +174,6 @@ impl Cluster {
             .collect()
     }
 
-    /// Whether broker `id` is alive, as the controller has it.
-    pub fn broker_alive(&self, id: i32) -> bool {
-        self.is_alive(id)
-    }
-
     /// The controller's view, for the state API.
     pub fn snapshot(&self) -> controller::MetadataSnapshot {
         self.controller.lock().snapshot()
