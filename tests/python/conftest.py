@@ -30,6 +30,29 @@ def free_ports(n):
             s.close()
 
 
+def launch(server, args, log_name, ready):
+    """Starts `args` as `server.proc`, logging to target/`log_name`, until `ready()` stops
+    raising OSError: True once it does, False if a port was taken (the caller picks
+    others), an error if the process stopped or never answered."""
+    server.log = open(os.path.join(ROOT, "target", log_name), "w")
+    server.proc = subprocess.Popen(args, stdout=server.log, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            ready()
+            return True
+        except OSError:
+            if server.proc.poll() is not None:
+                server.log.close()
+                with open(server.log.name) as f:
+                    if "Address already in use" in f.read():
+                        return False
+                raise RuntimeError("the broker stopped; see " + server.log.name)
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError("the broker did not start; see " + server.log.name)
+
+
 class Broker:
     def __init__(self, extra_args=()):
         # A port found free can be taken before the broker binds it (the kernel hands the
@@ -52,23 +75,7 @@ class Broker:
             "--admin-listen", f"127.0.0.1:{self.admin_port}",
             *extra_args,
         ]
-        self.log = open(os.path.join(ROOT, "target", f"pytest-broker-{self.port}.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                self.state()
-                return True
-            except OSError:
-                if self.proc.poll() is not None:
-                    self.log.close()
-                    with open(self.log.name) as f:
-                        if "Address already in use" in f.read():
-                            return False
-                    raise RuntimeError("broker stopped; see " + self.log.name)
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("broker did not start; see " + self.log.name)
+        return launch(self, args, f"pytest-broker-{self.port}.log", self.state)
 
     def state(self):
         with urllib.request.urlopen(self.admin + "/api/state", timeout=5) as r:
@@ -128,25 +135,12 @@ class Cluster:
             "--admin-listen", f"127.0.0.1:{self.admin_port}",
             *extra_args,
         ]
-        self.log = open(os.path.join(ROOT, "target", f"pytest-cluster-{self.admin_port}.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                listed = self.get("/api/brokers")
-                self.listeners = {b["id"]: b["listener"] for b in listed}
-                self.bootstrap = ",".join(self.listeners.values())
-                return True
-            except OSError:
-                if self.proc.poll() is not None:
-                    self.log.close()
-                    with open(self.log.name) as f:
-                        if "Address already in use" in f.read():
-                            return False
-                    raise RuntimeError("cluster stopped; see " + self.log.name)
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("cluster did not start; see " + self.log.name)
+
+        def ready():
+            self.listeners = {b["id"]: b["listener"] for b in self.get("/api/brokers")}
+            self.bootstrap = ",".join(self.listeners.values())
+
+        return launch(self, args, f"pytest-cluster-{self.admin_port}.log", ready)
 
     def get(self, path):
         with urllib.request.urlopen(self.admin + path, timeout=5) as r:
