@@ -7,8 +7,8 @@
 //! as a `DelayedFetch` — is the replica manager's business (see
 //! [`crate::replica_manager`]'s `fetch` module and [`crate::delayed::fetch`]).
 //!
-//! Two things are decided here, both about the wire. A partition answered with an error
-//! carries -1 for its offsets, as Kafka's. And this broker never creates fetch sessions
+//! Three things are decided here, all about the wire. A partition answered with an error
+//! carries -1 for its offsets, as Kafka's, and an empty (never a null) record set. And this broker never creates fetch sessions
 //! (KIP-227). It answers `session_id` 0, which a client takes as "send full requests", so
 //! an incremental fetch names a session we don't know: FETCH_SESSION_ID_NOT_FOUND.
 
@@ -110,7 +110,11 @@ fn build_response(
                         .with_last_stable_offset(offset(data.last_stable_offset))
                         .with_log_start_offset(offset(data.log_start_offset))
                         .with_preferred_read_replica((-1).into())
-                        .with_records(data.records)
+                        // Never a null record set: Kafka sends an empty one with an error,
+                        // and librdkafka takes null (size -1) in a flexible Fetch for a
+                        // broken response, drops it and fetches again at once: a consumer
+                        // out of range then spins instead of resetting its offset.
+                        .with_records(Some(data.records.unwrap_or_default()))
                 })
                 .collect();
             FetchableTopicResponse::default()

@@ -4,11 +4,13 @@
 //! - `every_version`: every handler's response encodes at every version we advertise,
 //!   from a table of requests per API;
 //! - `group_life`: one group's whole life, walked at each version of every group API;
+//! - `fetch_edges`: offsets outside the log, and fetches that must wait;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
 mod every_version;
+mod fetch_edges;
 mod group_life;
 mod hostile;
 
