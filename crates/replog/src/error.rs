@@ -281,3 +281,30 @@ impl FollowerAppendError {
         self.error().code()
     }
 }
+
+/// Why [`crate::Partition::delete_records_on_leader`] deleted nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DeleteRecordsError {
+    /// This replica does not lead the partition (`NOT_LEADER_OR_FOLLOWER`, 6).
+    #[error(transparent)]
+    Role(RoleError),
+    /// The offset is above the high watermark, or negative and not -1
+    /// (`OFFSET_OUT_OF_RANGE`, 1): records above the HW are not on every in-sync replica.
+    #[error("cannot delete records below offset {offset}: the high watermark is {high_watermark}")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: i64,
+        /// The partition's high watermark.
+        high_watermark: i64,
+    },
+}
+
+impl DeleteRecordsError {
+    /// The Kafka protocol error for this error.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            DeleteRecordsError::Role(e) => e.error(),
+            DeleteRecordsError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        }
+    }
+}

@@ -47,12 +47,14 @@ pub mod test_util;
 mod tests;
 
 pub use config::LogConfig;
-pub use error::{AppendError, FollowerAppendError, FollowerError, ReadError, RoleError};
+pub use error::{
+    AppendError, DeleteRecordsError, FollowerAppendError, FollowerError, ReadError, RoleError,
+};
 pub use leader_epoch::EpochEntry;
 pub use partition::{
     AppendInfo, FollowerSnapshot, FollowerUpdate, IsrShrink, Marks, Partition, PartitionChange,
-    PartitionSnapshot, ReadBound, ReadResult, ReplicationState, Role, Truncation, TruncationTarget,
-    UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+    PartitionSnapshot, ReadBound, ReadResult, RecordsDeleted, ReplicationState, Role, Truncation,
+    TruncationTarget, DELETE_UP_TO_HIGH_WATERMARK, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use producer_state::{BatchMetadata, ProducerStateEntry};
 pub use replica::{FollowerState, UNKNOWN_OFFSET};

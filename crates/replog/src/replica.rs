@@ -56,6 +56,9 @@ pub struct FollowerState {
     pub last_fetch_leader_log_end_offset: Option<i64>,
     /// Whether the follower is in the in-sync replica set.
     pub in_isr: bool,
+    /// The follower's log start offset, as its last fetch reported it (Fetch v5+), or
+    /// [`UNKNOWN_OFFSET`] before it reported one. DeleteRecords waits on it.
+    pub log_start_offset: i64,
 }
 
 impl FollowerState {
@@ -69,6 +72,7 @@ impl FollowerState {
             last_caught_up_time_ms: now_ms,
             last_fetch_leader_log_end_offset: None,
             in_isr: true,
+            log_start_offset: UNKNOWN_OFFSET,
         }
     }
 
@@ -83,6 +87,7 @@ impl FollowerState {
             last_caught_up_time_ms: if in_isr { now_ms } else { 0 },
             last_fetch_leader_log_end_offset: None,
             in_isr,
+            log_start_offset: UNKNOWN_OFFSET,
         }
     }
 

@@ -205,24 +205,6 @@ impl Partition {
         leader_log_start_offset: i64,
     ) -> Result<usize, RoleError> {
         self.ensure_follower()?;
-        let new_start = leader_log_start_offset.min(self.high_watermark);
-        if new_start <= self.log_start_offset {
-            return Ok(0);
-        }
-        let mut freed = 0;
-        while self
-            .batches
-            .front()
-            .is_some_and(|oldest| oldest.last_offset < new_start)
-        {
-            if let Some(oldest) = self.batches.pop_front() {
-                freed += oldest.data.len();
-            }
-        }
-        self.size_bytes -= freed;
-        self.log_start_offset = new_start;
-        self.epoch_cache.truncate_from_start(new_start);
-        debug_assert!(self.log_start_offset <= self.high_watermark);
-        Ok(freed)
+        Ok(self.advance_log_start_offset(leader_log_start_offset.min(self.high_watermark)))
     }
 }

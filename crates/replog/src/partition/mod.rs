@@ -70,6 +70,7 @@ use crate::producer_state::{ProducerStateEntry, ProducerStateManager};
 use crate::replica::FollowerState;
 
 mod append;
+mod delete_records;
 mod follower;
 mod read;
 mod replication;
@@ -78,6 +79,7 @@ mod roles;
 mod snapshot;
 mod truncation;
 
+pub use delete_records::{RecordsDeleted, DELETE_UP_TO_HIGH_WATERMARK};
 pub use replication::{FollowerUpdate, IsrShrink};
 pub use snapshot::{FollowerSnapshot, PartitionSnapshot};
 pub use truncation::{Truncation, TruncationTarget};

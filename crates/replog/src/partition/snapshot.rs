@@ -23,6 +23,8 @@ pub struct FollowerSnapshot {
     pub last_caught_up_time_ms: u64,
     /// Whether it is in the ISR.
     pub in_isr: bool,
+    /// Its log start offset, as its last fetch reported it (-1 before one did).
+    pub log_start_offset: i64,
 }
 
 /// A serializable picture of a partition, for the state API and the web view.
@@ -106,6 +108,7 @@ impl Partition {
                     last_fetch_time_ms: f.last_fetch_time_ms,
                     last_caught_up_time_ms: f.last_caught_up_time_ms,
                     in_isr: f.in_isr,
+                    log_start_offset: f.log_start_offset,
                 })
                 .collect(),
         }

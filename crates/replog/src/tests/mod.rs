@@ -3,6 +3,7 @@
 
 mod append;
 mod batch_format;
+mod delete_records;
 mod fuzz;
 mod idempotence;
 mod isr;
