@@ -6,6 +6,7 @@ followers (replica ids 2 and 3) replicating over the wire and the admin API enab
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -15,6 +16,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARY = os.environ.get("PURGATORY_BIN", os.path.join(ROOT, "target", "release", "purgatory"))
+JAVA_TESTS = os.path.join(ROOT, "tests", "java")
 
 
 def free_ports(n):
@@ -102,6 +104,28 @@ def broker():
     b = Broker()
     yield b
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def java_classpath():
+    """The classpath of tests/java's test classes and their jars (kafka-clients 4.4), for a
+    test that runs a Java client in its own `java` process. Maven compiles them once per
+    session; tests/java/pom.xml writes the jars' classpath to target/test-classpath.txt as it
+    does. Offline first, as the jars are usually in ~/.m2 already; online if that fails, since
+    on a fresh machine these tests run before the Java ones have fetched anything. No Java or
+    Maven fails the test rather than skipping it: the test command installs both."""
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"`{tool}` is not installed (scripts/test.sh installs it)")
+    compile_tests = ["mvn", "-q", "-B", "-f", os.path.join(JAVA_TESTS, "pom.xml"), "test-compile"]
+    run = subprocess.run([*compile_tests, "-o"], capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        run = subprocess.run(compile_tests, capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(compile_tests)} failed:\n{run.stdout[-4000:]}{run.stderr[-4000:]}")
+    with open(os.path.join(JAVA_TESTS, "target", "test-classpath.txt")) as f:
+        jars = f.read().strip()
+    return os.pathsep.join([os.path.join(JAVA_TESTS, "target", "test-classes"), jars])
 
 
 def wait_for(what, condition, timeout=20.0):
