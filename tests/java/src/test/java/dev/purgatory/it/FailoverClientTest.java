@@ -25,8 +25,6 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -300,16 +298,10 @@ class FailoverClientTest {
 
         static Cluster start() throws Exception {
             Path bin = PurgatoryBroker.binary();
-            for (int attempt = 1; attempt <= 5; attempt++) {
-                Cluster cluster = tryStart(bin);
-                if (cluster != null) {
-                    return cluster;
-                }
-            }
-            throw new IllegalStateException("cluster did not start: its admin port was taken 5 times");
+            return Launch.retrying("cluster did not start: its admin port was taken", () -> tryStart(bin));
         }
 
-        private static Cluster tryStart(Path bin) throws Exception {
+        private static Cluster tryStart(Path bin) throws IOException, InterruptedException {
             int adminPort;
             try (ServerSocket socket = new ServerSocket()) {
                 socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
@@ -317,39 +309,21 @@ class FailoverClientTest {
             }
             Path root = PurgatoryBroker.repoRoot();
             Path log = root.resolve("target/java-cluster-" + adminPort + ".log");
-            Files.createDirectories(log.getParent());
-            Process process = new ProcessBuilder(List.of(
+            List<String> command = List.of(
                     bin.toString(), "serve",
                     "--config", root.resolve("config/broker.toml").toString(),
                     "--brokers", "3",
                     "--listen", "127.0.0.1:0",
-                    "--admin-listen", "127.0.0.1:" + adminPort))
-                    .directory(root.toFile())
-                    .redirectErrorStream(true)
-                    .redirectOutput(log.toFile())
-                    .start();
-            Cluster cluster = new Cluster(process, adminPort);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (System.nanoTime() < deadline) {
-                try {
-                    for (JsonNode b : cluster.get("/api/brokers")) {
-                        cluster.listeners.put(b.path("id").asInt(), b.path("listener").asText());
-                    }
-                    return cluster;
-                } catch (IOException notYet) {
-                    if (!process.isAlive()) {
-                        String output = Files.readString(log, StandardCharsets.UTF_8);
-                        if (output.contains("Address already in use")) {
-                            return null;
-                        }
-                        throw new IllegalStateException("cluster exited with " + process.exitValue() + "; see " + log
-                                + ":\n" + output);
-                    }
-                    Thread.sleep(50);
-                }
+                    "--admin-listen", "127.0.0.1:" + adminPort);
+            return Launch.await("cluster", "/api/brokers", command, log,
+                    process -> new Cluster(process, adminPort), Cluster::readListeners);
+        }
+
+        /** GET /api/brokers: every broker's listener, the cluster's bootstrap. */
+        private void readListeners() throws IOException, InterruptedException {
+            for (JsonNode b : get("/api/brokers")) {
+                listeners.put(b.path("id").asInt(), b.path("listener").asText());
             }
-            cluster.close();
-            throw new IllegalStateException("cluster did not answer /api/brokers within 30 s; see " + log);
         }
 
         String bootstrap() {
@@ -404,11 +378,7 @@ class FailoverClientTest {
         /** SIGTERM, then SIGKILL if it has not stopped within 10 s. */
         @Override
         public void close() throws InterruptedException {
-            process.destroy();
-            if (!process.waitFor(10, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
-                process.waitFor(10, TimeUnit.SECONDS);
-            }
+            Launch.stop(process);
         }
     }
 }

@@ -11,7 +11,6 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -78,13 +77,7 @@ public final class PurgatoryBroker implements AutoCloseable {
     /** Starts a broker; a port taken between finding it free and the broker binding it means a retry on others. */
     public static PurgatoryBroker start() throws IOException, InterruptedException {
         Path bin = binary();
-        for (int attempt = 1; attempt <= 5; attempt++) {
-            PurgatoryBroker broker = tryStart(bin);
-            if (broker != null) {
-                return broker;
-            }
-        }
-        throw new IllegalStateException("broker did not start: its ports were taken 5 times");
+        return Launch.retrying("broker did not start: its ports were taken", () -> tryStart(bin));
     }
 
     private static PurgatoryBroker tryStart(Path bin) throws IOException, InterruptedException {
@@ -93,37 +86,13 @@ public final class PurgatoryBroker implements AutoCloseable {
         int adminPort = ports[1];
         Path root = repoRoot();
         Path log = root.resolve("target/java-broker-" + port + ".log");
-        Files.createDirectories(log.getParent());
-        List<String> command = new ArrayList<>(List.of(
+        List<String> command = List.of(
                 bin.toString(), "serve",
                 "--config", root.resolve("config/broker.toml").toString(),
                 "--listen", "127.0.0.1:" + port,
-                "--admin-listen", "127.0.0.1:" + adminPort));
-        Process process = new ProcessBuilder(command)
-                .directory(root.toFile())
-                .redirectErrorStream(true)
-                .redirectOutput(log.toFile())
-                .start();
-        PurgatoryBroker broker = new PurgatoryBroker(process, port, adminPort, log);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (System.nanoTime() < deadline) {
-            try {
-                broker.state();
-                return broker;
-            } catch (IOException notYet) {
-                if (!process.isAlive()) {
-                    String output = Files.readString(log, StandardCharsets.UTF_8);
-                    if (output.contains("Address already in use")) {
-                        return null;
-                    }
-                    throw new IllegalStateException("broker exited with " + process.exitValue() + "; see " + log
-                            + ":\n" + output);
-                }
-                Thread.sleep(50);
-            }
-        }
-        broker.close();
-        throw new IllegalStateException("broker did not answer /api/state within 30 s; see " + log);
+                "--admin-listen", "127.0.0.1:" + adminPort);
+        return Launch.await("broker", "/api/state", command, log,
+                process -> new PurgatoryBroker(process, port, adminPort, log), PurgatoryBroker::state);
     }
 
     /** Distinct free ports: every socket is held until all are bound, so none comes back twice. */
@@ -191,10 +160,6 @@ public final class PurgatoryBroker implements AutoCloseable {
     /** SIGTERM, then SIGKILL if it has not stopped within 10 s. */
     @Override
     public void close() throws InterruptedException {
-        process.destroy();
-        if (!process.waitFor(10, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            process.waitFor(10, TimeUnit.SECONDS);
-        }
+        Launch.stop(process);
     }
 }
