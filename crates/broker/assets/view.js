@@ -585,7 +585,7 @@ function renderPurgatories() {
 }
 
 function rank(key) {
-  return { produce: 0, fetch: 1, rebalance: 2, heartbeat: 3 }[key] ?? 9;
+  return { produce: 0, fetch: 1, delete_records: 2, rebalance: 3, heartbeat: 4 }[key] ?? 9;
 }
 
 // The group coordinator's groups: each with its state, generation and members (their

@@ -155,6 +155,26 @@ impl PartitionLog {
         self.commit(checked)
     }
 
+    /// Takes the leader's log start offset (retention or DeleteRecords moved it): the copy
+    /// starts there too, up to its own log end, and drops the kept batches entirely below
+    /// it. Its next fetch reports the new start, which is what a DeleteRecords waits for.
+    pub fn advance_log_start(&mut self, leader_log_start_offset: i64) {
+        let new_start = leader_log_start_offset.min(self.log_end_offset);
+        if new_start <= self.log_start_offset {
+            return;
+        }
+        while self
+            .batches
+            .front()
+            .is_some_and(|b| batch_last_offset(b).is_some_and(|last| last < new_start))
+        {
+            if let Some(b) = self.batches.pop_front() {
+                self.retained_bytes -= b.len();
+            }
+        }
+        self.log_start_offset = new_start;
+    }
+
     /// Throws the whole copy away and restarts the log at `offset`.
     ///
     /// This is what a follower does on `OFFSET_OUT_OF_RANGE`: its fetch offset is outside
@@ -167,6 +187,14 @@ impl PartitionLog {
         self.log_start_offset = offset;
         self.log_end_offset = offset;
     }
+}
+
+/// The last offset of a v2 batch: `baseOffset` (bytes 0-7) plus `lastOffsetDelta` (bytes
+/// 23-26). `None` for a batch too short to hold them (kept batches were checked whole).
+fn batch_last_offset(batch: &[u8]) -> Option<i64> {
+    let base = i64::from_be_bytes(batch.get(0..8)?.try_into().ok()?);
+    let delta = i32::from_be_bytes(batch.get(23..27)?.try_into().ok()?);
+    Some(base + i64::from(delta))
 }
 
 #[cfg(test)]
@@ -263,6 +291,26 @@ mod tests {
             .expect("append");
         assert_eq!(offsets_only.log_end_offset(), 5);
         assert_eq!(offsets_only.retained_bytes(), 0);
+    }
+
+    #[test]
+    fn the_leaders_log_start_drops_whole_batches_below_it() {
+        let mut log = PartitionLog::new(DEFAULT_RETAIN_BYTES);
+        log.append(&concat(&[batch(0, 3), batch(3, 3), batch(6, 3)]))
+            .expect("append");
+        let each = log.retained_bytes() / 3;
+        // Offset 4 falls inside the second batch: only the first goes.
+        log.advance_log_start(4);
+        assert_eq!(
+            (log.log_start_offset(), log.retained_bytes()),
+            (4, 2 * each)
+        );
+        // Never back, and never past the copy's own end.
+        log.advance_log_start(2);
+        assert_eq!(log.log_start_offset(), 4);
+        log.advance_log_start(50);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (9, 9));
+        assert_eq!(log.retained_bytes(), 0);
     }
 
     #[test]

@@ -138,6 +138,12 @@ impl ReplicaLog for PartitionLog {
         PartitionLog::retained_bytes(self)
     }
 
+    fn leader_progress(&mut self, _high_watermark: i64, log_start_offset: i64) {
+        if log_start_offset >= 0 {
+            self.advance_log_start(log_start_offset);
+        }
+    }
+
     fn memory_copy(&self) -> Option<PartitionLog> {
         Some(self.clone())
     }

@@ -199,6 +199,7 @@ pub fn state_json(
     let purgatories = json!({
         "produce": rm.produce_purgatory.snapshot(MAX_PENDING_SHOWN),
         "fetch": rm.fetch_purgatory.snapshot(MAX_PENDING_SHOWN),
+        "delete_records": rm.delete_records_purgatory.snapshot(MAX_PENDING_SHOWN),
         "rebalance": coordinator.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN),
         "heartbeat": coordinator.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN),
     });

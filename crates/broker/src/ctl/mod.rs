@@ -50,6 +50,7 @@ struct StateAnswer {
 struct Purgatories {
     produce: Option<PurgatorySnapshot>,
     fetch: Option<PurgatorySnapshot>,
+    delete_records: Option<PurgatorySnapshot>,
     rebalance: Option<PurgatorySnapshot>,
     heartbeat: Option<PurgatorySnapshot>,
 }

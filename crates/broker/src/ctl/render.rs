@@ -71,6 +71,7 @@ pub(super) fn state(state: &StateAnswer) -> String {
     for (name, pg) in [
         ("produce", &purgatories.produce),
         ("fetch", &purgatories.fetch),
+        ("delete_records", &purgatories.delete_records),
         ("rebalance", &purgatories.rebalance),
         ("heartbeat", &purgatories.heartbeat),
     ] {

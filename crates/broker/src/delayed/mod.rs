@@ -8,6 +8,8 @@
 //! - [`DelayedProduce`]: an `acks=all` produce waiting for the high watermark.
 //! - [`DelayedFetch`]: a fetch waiting for `min_bytes` of data (up to the log end for a
 //!   follower, up to the high watermark for a consumer) or for `max_wait_ms`.
+//! - [`DelayedDeleteRecords`]: a DeleteRecords waiting for every replica's log start
+//!   offset (the low watermark) to reach the leader's new one.
 //!
 //! The group coordinator's `DelayedJoin`, `InitialDelayedJoin`, `DelayedSync` and
 //! `DelayedHeartbeat` live with it, in [`crate::coordinator::delayed`], as Kafka's do.
@@ -21,9 +23,14 @@
 //! it waits for, and until when), completed (why, and how long it waited). With
 //! `RUST_LOG=purgatory=info` the story of each request can be read in the log.
 
+pub mod delete_records;
 pub mod fetch;
 pub mod produce;
 
+pub use delete_records::{
+    DelayedDeleteRecords, DeleteRecordsCallback, DeleteRecordsCompletion,
+    DeleteRecordsPartitionResult, DeleteRecordsPartitionStatus, LiveBrokers,
+};
 pub use fetch::{
     DelayedFetch, FetchCallback, FetchCompletion, FetchParams, FetchPartitionData,
     FetchPartitionStatus,
@@ -43,7 +50,7 @@ pub const TRACE_TARGET: &str = "purgatory::purgatory";
 /// Who asked, and the operation's timing: shown in logs and the state API.
 #[derive(Clone)]
 pub struct OpMeta {
-    /// `produce`, `fetch` or `follower-fetch`.
+    /// `produce`, `fetch`, `follower-fetch` or `delete-records`.
     pub kind: &'static str,
     /// The request's correlation id.
     pub correlation_id: i32,

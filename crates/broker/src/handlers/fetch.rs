@@ -67,6 +67,7 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
             partition_max_bytes: p.partition_max_bytes.max(0) as usize,
             current_leader_epoch: p.current_leader_epoch,
             last_fetched_epoch: p.last_fetched_epoch,
+            log_start_offset: p.log_start_offset,
         }));
     }
     let (tx, rx) = oneshot::channel();

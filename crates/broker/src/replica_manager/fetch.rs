@@ -42,6 +42,9 @@ pub struct FetchPartitionRequest {
     pub current_leader_epoch: i32,
     /// The epoch of the last batch the fetcher holds (Fetch v12+; -1: no divergence check).
     pub last_fetched_epoch: i32,
+    /// A follower's own log start offset (Fetch v5+; -1: not given). DeleteRecords waits
+    /// for it.
+    pub log_start_offset: i64,
 }
 
 impl FetchPartitionRequest {
@@ -53,6 +56,7 @@ impl FetchPartitionRequest {
             partition_max_bytes,
             current_leader_epoch: -1,
             last_fetched_epoch: -1,
+            log_start_offset: -1,
         }
     }
 }
@@ -84,7 +88,7 @@ impl ReplicaManager {
                     (&handle, error, diverging_epoch, params.is_from_follower())
                 {
                     error = self
-                        .update_follower_fetch_state(ctx, h, params.replica_id, p.fetch_offset, now)
+                        .update_follower_fetch_state(ctx, h, params.replica_id, &p, now)
                         .err();
                 }
                 FetchPartitionStatus {
@@ -134,21 +138,26 @@ impl ReplicaManager {
             .try_complete_else_watch(op, params.max_wait_ms, keys);
     }
 
-    /// Records a follower's fetch offset as its log end offset (Kafka's
-    /// `updateFollowerFetchState`); the HW may move and the follower may rejoin the ISR.
-    /// Operations this completes (produces waiting for the HW, consumer fetches) name this
-    /// fetch as their cause.
+    /// Records a follower's fetch offset as its log end offset, and its log start offset
+    /// (Kafka's `updateFollowerFetchState`); the HW may move and the follower may rejoin
+    /// the ISR. Operations this completes (produces waiting for the HW, consumer fetches,
+    /// DeleteRecords waiting for the low watermark) name this fetch as their cause.
     fn update_follower_fetch_state(
         &self,
         ctx: &RequestContext,
         handle: &PartitionHandle,
         replica_id: i32,
-        fetch_offset: i64,
+        p: &FetchPartitionRequest,
         now_ms: u64,
     ) -> Result<(), ResponseError> {
-        let update = self
+        let fetch_offset = p.fetch_offset;
+        let (update, log_start_moved) = self
             .update_partition(handle, |log| {
-                log.update_follower_fetch(replica_id, fetch_offset, now_ms)
+                let update = log.update_follower_fetch(replica_id, fetch_offset, now_ms)?;
+                let moved = log
+                    .update_follower_log_start_offset(replica_id, p.log_start_offset)
+                    .unwrap_or(false);
+                Ok::<_, replog::FollowerError>((update, moved))
             })
             .map_err(|e| e.error())?;
         self.telemetry
@@ -160,6 +169,9 @@ impl ReplicaManager {
             request: ctx.trace.seq(),
             correlation_id: ctx.correlation_id,
         };
+        if log_start_moved {
+            self.follower_log_start_moved(&handle.tp, cause);
+        }
         self.complete_waiting(&handle.tp, &update.change, cause);
         Ok(())
     }

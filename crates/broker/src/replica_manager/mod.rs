@@ -38,8 +38,12 @@
 //! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
 
 mod append;
+mod delete_records;
+#[cfg(test)]
+mod delete_records_tests;
 pub(crate) mod fetch;
 mod roles;
+pub use delete_records::MAX_DELETE_RECORDS_TIMEOUT_MS;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
 pub mod log_memory;
 pub mod producer_ids;
@@ -55,7 +59,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ClockMode};
-use crate::delayed::{DelayedFetch, DelayedProduce};
+use crate::delayed::{DelayedDeleteRecords, DelayedFetch, DelayedProduce};
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::request::Cause;
 use crate::telemetry::Telemetry;
@@ -108,6 +112,8 @@ pub struct ReplicaManager {
     pub produce_purgatory: Purgatory<TopicPartition, DelayedProduce>,
     /// Fetch requests waiting for data (Kafka's `Fetch` purgatory).
     pub fetch_purgatory: Purgatory<TopicPartition, DelayedFetch>,
+    /// DeleteRecords requests waiting for the followers (Kafka's `DeleteRecords` purgatory).
+    pub delete_records_purgatory: Purgatory<TopicPartition, DelayedDeleteRecords>,
     /// Every topic.
     pub topics: TopicRegistry,
     /// Bytes held in partition logs, under `log.memory.max.bytes`.
@@ -154,6 +160,11 @@ impl ReplicaManager {
         let rm = Arc::new(ReplicaManager {
             produce_purgatory: Purgatory::new("Produce", timer.clone(), purgatory_config()),
             fetch_purgatory: Purgatory::new("Fetch", timer.clone(), purgatory_config()),
+            delete_records_purgatory: Purgatory::new(
+                "DeleteRecords",
+                timer.clone(),
+                purgatory_config(),
+            ),
             timer,
             topics: TopicRegistry::new(config.max_partitions),
             log_memory: LogMemory::new(config.log_memory_max_bytes),

@@ -217,6 +217,20 @@ impl Telemetry {
         });
     }
 
+    /// A request other than a produce or a fetch was handled: its partitions, and
+    /// whether it parked (DeleteRecords).
+    pub fn note_parked(
+        &self,
+        trace: TraceId,
+        partitions: impl Iterator<Item = PartitionNote>,
+        park: Option<Park>,
+    ) {
+        self.requests.ring().with(trace.0, |e| {
+            e.partitions.extend(partitions);
+            e.park = park;
+        });
+    }
+
     /// A parked operation completed: why, and (in partition order) each partition's error.
     pub fn completed(
         &self,

@@ -23,6 +23,7 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch),
     (ApiKey::CreateTopics, create_topics),
     (ApiKey::DeleteTopics, delete_topics),
+    (ApiKey::DeleteRecords, delete_records),
     (ApiKey::DescribeConfigs, describe_configs),
     (ApiKey::FindCoordinator, find_coordinator),
     (ApiKey::JoinGroup, join_group),
@@ -264,6 +265,28 @@ fn delete_topics(v: i16) -> Vec<RequestKind> {
                 vec![]
             }),
     )]
+}
+
+/// Topic `t` exists (the produce builder auto-creates it) with one replica per follower,
+/// so a deletion parks until the timeout (nobody fetches here): -1, an offset above the
+/// HW, and an unknown topic.
+fn delete_records(_v: i16) -> Vec<RequestKind> {
+    [("t", -1i64), ("t", 99), ("nope", 0)]
+        .into_iter()
+        .map(|(topic, offset)| {
+            RequestKind::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_timeout_ms(500)
+                    .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                        .with_name(name(topic))
+                        .with_partitions(vec![
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(offset),
+                        ])]),
+            )
+        })
+        .collect()
 }
 
 fn describe_configs(_v: i16) -> Vec<RequestKind> {

@@ -5,10 +5,12 @@
 //!   from a table of requests per API;
 //! - `group_life`: one group's whole life, walked at each version of every group API;
 //! - `fetch_edges`: offsets outside the log, and fetches that must wait;
+//! - `delete_records`: DeleteRecords' answers, and hostile DeleteRecords requests;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
+mod delete_records;
 mod every_version;
 mod fetch_edges;
 mod group_life;
