@@ -7,6 +7,7 @@
 //! - `fetch_edges`: offsets outside the log, and fetches that must wait;
 //! - `delete_records`: DeleteRecords' answers, and hostile DeleteRecords requests;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
+//! - `readme`: the README's API table says what ApiVersions advertises;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
@@ -15,6 +16,7 @@ mod every_version;
 mod fetch_edges;
 mod group_life;
 mod hostile;
+mod readme;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
