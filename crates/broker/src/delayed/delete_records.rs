@@ -7,7 +7,8 @@
 //! next fetch. When every partition is there it completes, answering each partition's low
 //! watermark. A partition that stopped being led here answers NOT_LEADER_OR_FOLLOWER, a
 //! deleted one UNKNOWN_TOPIC_OR_PARTITION. If the timeout (the request's `timeout_ms`)
-//! fires first, the partitions still waiting answer REQUEST_TIMED_OUT, as Kafka's do.
+//! fires first, the partitions still waiting answer REQUEST_TIMED_OUT with the low
+//! watermark the deletion left (what the followers had then), as Kafka's do.
 
 use std::sync::Arc;
 
@@ -48,7 +49,7 @@ impl DeleteRecordsPartitionResult {
 pub type LiveBrokers = Arc<dyn Fn() -> Option<Vec<i32>> + Send + Sync>;
 
 /// Whether follower `id` counts, given [`LiveBrokers`]' answer.
-fn counts(live: &Option<Vec<i32>>, id: i32) -> bool {
+pub fn counts(live: &Option<Vec<i32>>, id: i32) -> bool {
     live.as_ref().is_none_or(|ids| ids.contains(&id))
 }
 
@@ -183,8 +184,9 @@ impl DelayedOperation for DelayedDeleteRecords {
         let mut partitions = self.partitions.lock();
         for p in partitions.iter_mut() {
             // Still waiting: the timeout fired first (or it was completed from outside).
+            // Kafka answers the low watermark the deletion left, with the error.
             if p.awaiting.take().is_some() {
-                p.result = DeleteRecordsPartitionResult::error(ResponseError::RequestTimedOut);
+                p.result.error = Some(ResponseError::RequestTimedOut);
             }
         }
         let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();

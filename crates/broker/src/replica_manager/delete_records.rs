@@ -18,6 +18,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 use super::ReplicaManager;
+use crate::delayed::delete_records::counts;
 use crate::delayed::{
     DelayedDeleteRecords, DeleteRecordsCallback, DeleteRecordsCompletion,
     DeleteRecordsPartitionResult, DeleteRecordsPartitionStatus, LiveBrokers, OpMeta,
@@ -40,9 +41,11 @@ impl ReplicaManager {
         partitions: Vec<(TopicPartition, i64)>,
         respond: DeleteRecordsCallback,
     ) {
-        let statuses: Vec<DeleteRecordsPartitionStatus> = partitions
+        let live_brokers = self.live_brokers();
+        let live = live_brokers();
+        let statuses: Vec<DeleteRecordsPartitionStatus> = dedup_last_wins(partitions)
             .into_iter()
-            .map(|(tp, offset)| self.delete_on_leader(tp, offset))
+            .map(|(tp, offset)| self.delete_on_leader(tp, offset, &live))
             .collect();
         if statuses.iter().all(|s| s.awaiting.is_none()) {
             // Every partition failed: nothing to wait for.
@@ -67,7 +70,7 @@ impl ReplicaManager {
             telemetry.completed(trace, cause, errors);
             respond(results);
         });
-        let op = DelayedDeleteRecords::new(meta, self.live_brokers(), statuses, completion);
+        let op = DelayedDeleteRecords::new(meta, live_brokers, statuses, completion);
         let keys = op.keys();
         op.log_created(&keys);
         // Completes at once if every replica is already there (no follower counts, or a
@@ -76,8 +79,14 @@ impl ReplicaManager {
             .try_complete_else_watch(op, timeout_ms, keys);
     }
 
-    /// One partition's deletion on the leader.
-    fn delete_on_leader(&self, tp: TopicPartition, offset: i64) -> DeleteRecordsPartitionStatus {
+    /// One partition's deletion on the leader. Its answer so far is the low watermark right
+    /// after it, which a timeout answers with REQUEST_TIMED_OUT, as Kafka's does.
+    fn delete_on_leader(
+        &self,
+        tp: TopicPartition,
+        offset: i64,
+        live: &Option<Vec<i32>>,
+    ) -> DeleteRecordsPartitionStatus {
         let failed = |tp, error| DeleteRecordsPartitionStatus {
             tp,
             awaiting: None,
@@ -90,17 +99,19 @@ impl ReplicaManager {
             // Kafka: "Cannot delete records of internal topic".
             return failed(tp, ResponseError::InvalidTopicException);
         }
-        let deleted = self.update_partition(&handle, |log| log.delete_records_on_leader(offset));
+        let deleted = self.update_partition(&handle, |log| {
+            let deleted = log.delete_records_on_leader(offset)?;
+            Ok::<_, replog::DeleteRecordsError>((deleted, log.low_watermark(|id| counts(live, id))))
+        });
         match deleted {
-            Ok(deleted) => {
+            Ok((deleted, low_watermark)) => {
                 self.log_memory.release(deleted.bytes_freed);
-                let required = deleted.log_start_offset;
                 DeleteRecordsPartitionStatus {
                     tp,
-                    awaiting: Some((handle, required)),
+                    awaiting: Some((handle, deleted.log_start_offset)),
                     result: DeleteRecordsPartitionResult {
                         error: None,
-                        low_watermark: required,
+                        low_watermark,
                     },
                 }
             }
@@ -124,6 +135,24 @@ impl ReplicaManager {
         self.delete_records_purgatory
             .check_and_complete_with(tp, cause);
     }
+}
+
+/// A partition named twice in one request is deleted once, at the last offset given, as
+/// Kafka's handler collects the request into a map. The order is the first mention's.
+fn dedup_last_wins(partitions: Vec<(TopicPartition, i64)>) -> Vec<(TopicPartition, i64)> {
+    let mut out: Vec<(TopicPartition, i64)> = Vec::with_capacity(partitions.len());
+    let mut index: std::collections::HashMap<TopicPartition, usize> =
+        std::collections::HashMap::with_capacity(partitions.len());
+    for (tp, offset) in partitions {
+        match index.get(&tp) {
+            Some(&i) => out[i].1 = offset,
+            None => {
+                index.insert(tp.clone(), out.len());
+                out.push((tp, offset));
+            }
+        }
+    }
+    out
 }
 
 /// What the request log keeps of one partition of a DeleteRecords.

@@ -100,9 +100,13 @@ fn expires_with_request_timed_out_while_a_follower_does_not_fetch() {
     assert!(answer.lock().is_none());
     rm.timer.advance_by(1);
     let result = answer.lock().expect("answered at the timeout");
+    // With the low watermark the deletion left: follower 3 still starts at 0.
     assert_eq!(
         result,
-        DeleteRecordsPartitionResult::error(ResponseError::RequestTimedOut)
+        DeleteRecordsPartitionResult {
+            error: Some(ResponseError::RequestTimedOut),
+            low_watermark: 0
+        }
     );
     assert_eq!(rm.delete_records_purgatory.expired(), 1);
     assert_eq!(rm.partition("t", 0).unwrap().lock().log_start_offset(), 6);

@@ -28,5 +28,8 @@ fn the_readme_api_table_lists_every_advertised_api_and_version_range() {
         .collect();
     listed.sort_unstable();
     advertised.sort_unstable();
-    assert_eq!(listed, advertised, "README rows (key, min, max) vs SUPPORTED_APIS");
+    assert_eq!(
+        listed, advertised,
+        "README rows (key, min, max) vs SUPPORTED_APIS"
+    );
 }
