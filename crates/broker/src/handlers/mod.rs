@@ -17,6 +17,7 @@ use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -113,6 +114,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
 ];
 
 /// Produce versions we advertise but refuse (Kafka 4 removed them).
@@ -144,6 +146,7 @@ impl KafkaApis {
             }
             RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
             RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
+            RequestKind::CreatePartitions(r) => Reply::now(create_partitions::handle(rm, ctx, r)),
             RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
             RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
             RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),

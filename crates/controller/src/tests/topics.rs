@@ -208,7 +208,11 @@ fn manual_partition_assignments_are_taken_in_order_or_refused_in_kafkas_words() 
         "The manual partition assignment includes a partition with 1 replica(s), but this is \
          not consistent with previous partitions, which have 2 replica(s)."
     );
-    assert_eq!(c.image().topic("t").unwrap().partition_count(), 1, "nothing added");
+    assert_eq!(
+        c.image().topic("t").unwrap().partition_count(),
+        1,
+        "nothing added"
+    );
 
     let changes = c
         .create_partitions_with_assignment("t", &[vec![3, 1], vec![2, 3]])

@@ -34,6 +34,7 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::ListGroups, list_groups),
     (ApiKey::DescribeGroups, describe_groups),
     (ApiKey::DeleteGroups, delete_groups),
+    (ApiKey::CreatePartitions, create_partitions),
 ];
 
 fn requests_for(api: ApiKey) -> Builder {
@@ -444,5 +445,34 @@ fn delete_groups(_v: i16) -> Vec<RequestKind> {
             group("oc"),
             group("jg-0"),
         ]),
+    )]
+}
+
+fn create_partitions(v: i16) -> Vec<RequestKind> {
+    use create_partitions_request::{CreatePartitionsAssignment, CreatePartitionsTopic};
+    // "t" grows by one partition per version (a success), then the refusals.
+    let grow = |topic: &str, count: i32, assignments: Option<Vec<Vec<i32>>>| {
+        CreatePartitionsTopic::default()
+            .with_name(name(topic))
+            .with_count(count)
+            .with_assignments(assignments.map(|a| {
+                a.into_iter()
+                    .map(|ids| {
+                        CreatePartitionsAssignment::default()
+                            .with_broker_ids(ids.into_iter().map(BrokerId).collect())
+                    })
+                    .collect()
+            }))
+    };
+    vec![RequestKind::CreatePartitions(
+        CreatePartitionsRequest::default()
+            .with_timeout_ms(1_000)
+            .with_topics(vec![
+                grow("t", 11 + i32::from(v), None),
+                grow("nope", 2, None),
+                grow("oc-topic", 1, None),
+                grow("dup", 3, None),
+                grow("dup", 4, Some(vec![vec![1]])),
+            ]),
     )]
 }

@@ -5,12 +5,14 @@
 //!   from a table of requests per API;
 //! - `group_life`: one group's whole life, walked at each version of every group API;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
+//! - `partitions`: what CreatePartitions answers, and what partitions it adds take;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
 mod every_version;
 mod group_life;
 mod hostile;
+mod partitions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -109,6 +111,10 @@ fn request_api(request: &RequestKind) -> ApiKey {
         RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
         RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
         RequestKind::Metadata(_) => ApiKey::Metadata,
+        RequestKind::Produce(_) => ApiKey::Produce,
+        RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
+        RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
+        RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
         other => panic!("unexpected request {other:?}"),
     }
 }
