@@ -35,6 +35,8 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::DescribeGroups, describe_groups),
     (ApiKey::DeleteGroups, delete_groups),
     (ApiKey::CreatePartitions, create_partitions),
+    (ApiKey::OffsetDelete, offset_delete),
+    (ApiKey::DescribeLogDirs, describe_log_dirs),
 ];
 
 fn requests_for(api: ApiKey) -> Builder {
@@ -475,4 +477,42 @@ fn create_partitions(v: i16) -> Vec<RequestKind> {
                 grow("dup", 4, Some(vec![vec![1]])),
             ]),
     )]
+}
+
+fn offset_delete(_v: i16) -> Vec<RequestKind> {
+    use offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+    let topics = || {
+        ["t", "nope"]
+            .into_iter()
+            .map(|topic| {
+                OffsetDeleteRequestTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])
+            })
+            .collect::<Vec<_>>()
+    };
+    ["oc", "nope", "", "jg-0"]
+        .into_iter()
+        .map(|g| {
+            RequestKind::OffsetDelete(
+                OffsetDeleteRequest::default()
+                    .with_group_id(group(g))
+                    .with_topics(topics()),
+            )
+        })
+        .collect()
+}
+
+fn describe_log_dirs(_v: i16) -> Vec<RequestKind> {
+    use describe_log_dirs_request::DescribableLogDirTopic;
+    vec![
+        RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+        RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(name("t"))
+                .with_partitions(vec![0, 5]),
+        ]))),
+    ]
 }

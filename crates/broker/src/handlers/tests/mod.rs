@@ -6,12 +6,16 @@
 //! - `group_life`: one group's whole life, walked at each version of every group API;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
 //! - `partitions`: what CreatePartitions answers, and what partitions it adds take;
+//! - `offset_delete`: what OffsetDelete answers, and that a reload keeps it deleted;
+//! - `log_dirs`: what DescribeLogDirs answers;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
 mod every_version;
 mod group_life;
 mod hostile;
+mod log_dirs;
+mod offset_delete;
 mod partitions;
 
 use std::net::SocketAddr;
