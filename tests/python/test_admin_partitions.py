@@ -35,7 +35,8 @@ def admin(cluster):
 
 
 def create(cluster, name, partitions):
-    for f in admin(cluster).create_topics([NewTopic(name, partitions, 3)]).values():
+    client = admin(cluster)  # held until the futures resolve: a freed client cancels them
+    for f in client.create_topics([NewTopic(name, partitions, 3)]).values():
         f.result(30)
     for p in range(partitions):
         wait_for(f"{name}-{p} with a full ISR", lambda: len((cluster.partition(name, p) or {}).get("isr", [])) == 3)
@@ -46,7 +47,8 @@ def partition_count(cluster, name):
 
 
 def grow(cluster, name, total, validate_only=False):
-    futures = admin(cluster).create_partitions([NewPartitions(name, total)], validate_only=validate_only)
+    client = admin(cluster)  # held until the future resolves
+    futures = client.create_partitions([NewPartitions(name, total)], validate_only=validate_only)
     return futures[name].result(30)
 
 
