@@ -1,4 +1,5 @@
 //! The admin APIs over the wire: CreateTopics (a name twice, the partition cap),
+//! CreatePartitions (the simulated followers replicate what it adds),
 //! DescribeConfigs (Kafka's order, this broker only), ListOffsets (replicas read the whole
 //! log) and InitProducerId's refusal of an empty transactional id.
 //!
@@ -213,4 +214,49 @@ async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request()
     let idempotent = conn.send(&ask(None), 4).await.unwrap();
     assert_eq!(idempotent.error_code, 0);
     assert!(idempotent.producer_id.0 >= 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_added_to_a_single_broker_are_replicated_by_its_simulated_followers() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::CreatePartitionsRequest;
+    // The embedded followers (replicas 2 and 3) learn of the new partitions from the
+    // registry's change counter, so an acks=all produce to one is answered. Their own
+    // metadata refresh is set far beyond the producer's patience: only the counter can
+    // tell them in time.
+    let tb = TestBroker::start(|_| {}).await;
+    let template = followersim::FollowerConfig {
+        fetch_max_wait_ms: 500,
+        metadata_refresh_ms: 600_000,
+        ..followersim::FollowerConfig::default()
+    };
+    let followers = purgatory::followers::EmbeddedFollowers::start_for(
+        tb.rm(),
+        &tb.bootstrap(),
+        &[2, 3],
+        &template,
+    );
+    create_topic(&tb.bootstrap(), "grown", 1, 3).await;
+    let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
+    let request = CreatePartitionsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name("grown"))
+            .with_count(3)
+            .with_assignments(None)]);
+    let response = conn.send(&request, 3).await.unwrap();
+    assert_eq!(response.results[0].error_code, 0, "{response:?}");
+    let p = producer(&tb.bootstrap(), &[]);
+    p.send(
+        rdkafka::producer::FutureRecord::<(), _>::to("grown")
+            .partition(2)
+            .payload("new"),
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap_or_else(|(e, _)| panic!("not acknowledged: {e}"));
+    assert_eq!(tb.high_watermark("grown", 2), 1);
+    assert_eq!(tb.isr("grown", 2), vec![1, 2, 3]);
+    drop(p);
+    followers.shutdown().await;
 }

@@ -132,7 +132,7 @@ pub enum Error {
     },
     /// An explicit assignment with no partitions, an empty or uneven replica list, a
     /// repeated broker, an unregistered broker, or no live broker for a partition.
-    #[error("invalid replica assignment: {reason}")]
+    #[error("{reason}")]
     InvalidReplicaAssignment {
         /// What is wrong with it.
         reason: String,

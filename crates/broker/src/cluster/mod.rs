@@ -35,6 +35,7 @@ use crate::topics::{NewTopic, PartitionDescription, Topic, TopicError};
 
 mod apply;
 mod lifecycle;
+mod partitions;
 pub use lifecycle::LifecycleError;
 
 /// What a broker of a cluster asks of the cluster.
@@ -45,6 +46,18 @@ pub trait ClusterLink: Send + Sync {
     fn partition(&self, topic: &str, index: i32) -> Option<PartitionDescription>;
     /// Creates a topic on every broker, asked by broker `from`; returns `from`'s topic.
     fn create_topic(&self, from: i32, new: NewTopic) -> Result<Arc<Topic>, TopicError>;
+    /// Adds partitions to a topic up to `new_total` (CreatePartitions), asked by broker
+    /// `from`: the controller assigns them (or takes `assignment`), and every broker
+    /// creates them and takes its role. With `validate_only` only the checks run.
+    /// Returns `from`'s topic.
+    fn create_partitions(
+        &self,
+        from: i32,
+        name: &str,
+        new_total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError>;
     /// Deletes a topic from the controller and every broker.
     fn delete_topic(&self, name: &str) -> Result<(), TopicError>;
     /// Broker `leader` changed the ISR of `tp` to `isr` (Kafka's AlterPartition).
@@ -235,7 +248,7 @@ impl Cluster {
 }
 
 /// A controller error as the Kafka error a client gets.
-fn topic_error(e: controller::Error) -> TopicError {
+pub(crate) fn topic_error(e: controller::Error) -> TopicError {
     let error = ResponseError::try_from_code(e.kafka_error_code())
         .unwrap_or(ResponseError::UnknownServerError);
     TopicError::new(error, e.to_string())
@@ -317,6 +330,17 @@ impl ClusterLink for Cluster {
             }
         }
         created.ok_or_else(|| TopicError::new(ResponseError::UnknownServerError, "no such broker"))
+    }
+
+    fn create_partitions(
+        &self,
+        from: i32,
+        name: &str,
+        new_total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        self.add_partitions(from, name, new_total, assignment, validate_only)
     }
 
     fn delete_topic(&self, name: &str) -> Result<(), TopicError> {

@@ -68,6 +68,29 @@ impl GroupState {
     }
 }
 
+/// The protocol type of consumer groups, whose member metadata is a
+/// `ConsumerProtocolSubscription`.
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// The topics of a consumer subscription: a version, then the body, read as version 0,
+/// the prefix every later version starts with (as Kafka reads it, so that a newer client's
+/// subscription parses too). `None` if the bytes are not one.
+pub fn subscription_topics(metadata: &Bytes) -> Option<Vec<String>> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    let mut buf = metadata.clone();
+    if buf.len() < 2 || bytes::Buf::get_i16(&mut buf) < 0 {
+        return None;
+    }
+    // The bytes come from a client: a decoder failure must not cost the coordinator.
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ConsumerProtocolSubscription::decode(&mut buf, 0)
+    }))
+    .ok()?
+    .ok()?;
+    Some(decoded.topics.iter().map(|t| t.to_string()).collect())
+}
+
 /// A partition a group commits offsets for.
 pub type OffsetKey = (Arc<str>, i32);
 
@@ -111,6 +134,10 @@ pub struct GroupMetadata {
     pub rebalance: u64,
     offsets: BTreeMap<OffsetKey, OffsetAndMetadata>,
     pending_offset_commits: HashMap<OffsetKey, OffsetAndMetadata>,
+    /// The topics the current generation's consumers subscribe to (Kafka's
+    /// `subscribedTopics`), `None` when unknown: not a consumer group, no generation yet,
+    /// or a subscription that does not parse. Computed when a generation starts.
+    subscribed_topics: Option<BTreeSet<String>>,
 }
 
 impl GroupMetadata {
@@ -132,6 +159,7 @@ impl GroupMetadata {
             rebalance: 0,
             offsets: BTreeMap::new(),
             pending_offset_commits: HashMap::new(),
+            subscribed_topics: None,
         }
     }
 
@@ -170,6 +198,7 @@ impl GroupMetadata {
             GroupState::Stable
         };
         self.state_timestamp_ms = now_ms;
+        self.subscribed_topics = self.compute_subscribed_topics();
     }
 
     // ----------------------------------------------------------------- state machine
@@ -217,7 +246,37 @@ impl GroupMetadata {
             self.protocol_name = self.select_protocol();
             self.transition_to(GroupState::CompletingRebalance, now_ms);
         }
+        self.subscribed_topics = self.compute_subscribed_topics();
         self.pending_sync_members.clear();
+    }
+
+    /// Whether the group's consumers subscribe to `topic` (Kafka's
+    /// `isSubscribedToTopic`): when the subscriptions are unknown, a `consumer` group is
+    /// taken to subscribe to everything, any other group to nothing.
+    pub fn is_subscribed_to_topic(&self, topic: &str) -> bool {
+        match &self.subscribed_topics {
+            Some(topics) => topics.contains(topic),
+            None => self.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE),
+        }
+    }
+
+    /// Kafka's `computeSubscribedTopics`: for a `consumer` group, the union of the
+    /// members' subscriptions for the generation's protocol (none without members);
+    /// `None` for other groups, before a protocol is chosen, or if one subscription does
+    /// not parse.
+    fn compute_subscribed_topics(&self) -> Option<BTreeSet<String>> {
+        if self.protocol_type.as_deref() != Some(CONSUMER_PROTOCOL_TYPE) {
+            return None;
+        }
+        if self.members.is_empty() {
+            return Some(BTreeSet::new());
+        }
+        let protocol = self.protocol_name.as_deref()?;
+        let mut topics = BTreeSet::new();
+        for m in self.members.values() {
+            topics.extend(subscription_topics(m.metadata(protocol)?)?);
+        }
+        Some(topics)
     }
 
     // ----------------------------------------------------------------- members

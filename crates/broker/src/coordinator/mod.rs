@@ -49,6 +49,7 @@ mod join;
 pub mod load;
 pub mod manager;
 pub mod member;
+mod offset_delete;
 mod offsets;
 mod operations;
 pub mod records;
@@ -74,6 +75,7 @@ use delayed::{Coordinator, DelayedHeartbeat, DelayedRebalance, GroupKey, MemberK
 use group::{GroupMetadata, GroupState, OffsetKey};
 pub use heartbeat::{HeartbeatCallback, LeaveCallback};
 use manager::GroupMetadataManager;
+pub use offset_delete::DeleteOffsetsCallback;
 pub use snapshot::{GroupSnapshot, GroupsSnapshot};
 
 /// Tracing target of the rebalance story: joins, delayed joins completing or expiring,

@@ -17,12 +17,14 @@ use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -33,6 +35,7 @@ pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
+pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
@@ -115,6 +118,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 /// Produce versions we advertise but refuse (Kafka 4 removed them).
@@ -147,6 +153,7 @@ impl KafkaApis {
             RequestKind::CreateTopics(r) => Reply::now(create_topics::handle(rm, ctx, r)),
             RequestKind::DeleteTopics(r) => Reply::now(delete_topics::handle(rm, ctx, r)),
             RequestKind::DeleteRecords(r) => delete_records::handle(rm, ctx, r),
+            RequestKind::CreatePartitions(r) => Reply::now(create_partitions::handle(rm, ctx, r)),
             RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
             RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
             RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
@@ -158,6 +165,8 @@ impl KafkaApis {
             RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
             RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
             RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),
+            RequestKind::OffsetDelete(r) => offset_delete::handle(rm, gc, ctx, r),
+            RequestKind::DescribeLogDirs(r) => Reply::now(describe_log_dirs::handle(rm, ctx, r)),
             // The frontend only decodes APIs listed in SUPPORTED_APIS.
             _ => Reply::Nothing,
         }

@@ -38,6 +38,7 @@
 //! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
 
 mod append;
+mod create_partitions;
 mod delete_records;
 #[cfg(test)]
 mod delete_records_tests;
@@ -49,6 +50,7 @@ pub mod log_memory;
 pub mod producer_ids;
 
 pub use append::AppendOrigin;
+pub use create_partitions::assignment_count_error;
 
 use std::sync::{Arc, OnceLock, Weak};
 

@@ -5,6 +5,11 @@
 //! partition, so the registry is a map from name to [`Topic`], plus a change counter that
 //! the embedded followers watch the way a follower learns of new partitions.
 //!
+//! A registered [`Topic`] is immutable, shared as an `Arc`. Adding partitions
+//! (CreatePartitions) registers a new one in its place under the same id, holding the same
+//! partition handles followed by the new ones, so whoever holds a handle (a parked
+//! produce, a fetcher) keeps using it.
+//!
 //! Creating a topic checks, as Kafka's `CreateTopicsRequest` handling does: the name
 //! (1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`), the partition count, the
 //! replication factor (at most the leader plus its simulated followers), the configs
@@ -142,37 +147,57 @@ impl Topic {
         }
         let config = TopicConfig::resolve(broker, &new.configs)?;
         let name: Arc<str> = Arc::from(new.name.as_str());
-        let replicas: Vec<i32> = broker
+        let mut topic = Topic {
+            internal: INTERNAL_TOPICS.contains(&&*name),
+            name,
+            id: Uuid::new_v4(),
+            partitions: Vec::new(),
+            replication_factor: rf,
+            config,
+        };
+        topic.partitions = topic.new_partitions(0..partitions, None, broker, now_ms);
+        Ok(topic)
+    }
+
+    /// New, empty partitions `indexes` of this topic, led by this broker, partition
+    /// `indexes.start + i` with the replicas `replicas[i]` if given, else the topic's
+    /// usual ones (the leader and the first followers). Not yet registered: see
+    /// [`TopicRegistry::add_partitions`].
+    pub fn new_partitions(
+        &self,
+        indexes: std::ops::Range<i32>,
+        replicas: Option<&[Vec<i32>]>,
+        broker: &BrokerConfig,
+        now_ms: u64,
+    ) -> Vec<Arc<PartitionHandle>> {
+        let usual: Vec<i32> = broker
             .all_replica_ids()
             .into_iter()
-            .take(rf as usize)
+            .take(usize::try_from(self.replication_factor).unwrap_or(0))
             .collect();
-        let log_config = config.log_config(broker);
-        let partitions = (0..partitions)
-            .map(|index| {
+        let log_config = self.config.log_config(broker);
+        indexes
+            .enumerate()
+            .map(|(i, index)| {
+                let replicas = replicas
+                    .and_then(|r| r.get(i))
+                    .cloned()
+                    .unwrap_or_else(|| usual.clone());
                 let log = Partition::new(
-                    &name,
+                    &self.name,
                     index,
                     broker.broker_id,
-                    replicas.clone(),
+                    replicas,
                     log_config.clone(),
                     now_ms,
                 );
                 let tp = TopicPartition {
-                    topic: name.clone(),
+                    topic: self.name.clone(),
                     partition: index,
                 };
                 Arc::new(PartitionHandle::new(tp, log))
             })
-            .collect();
-        Ok(Topic {
-            internal: INTERNAL_TOPICS.contains(&&*name),
-            name,
-            id: Uuid::new_v4(),
-            partitions,
-            replication_factor: rf,
-            config,
-        })
+            .collect()
     }
 
     /// A partition by index.
@@ -289,6 +314,68 @@ impl TopicRegistry {
         Ok(())
     }
 
+    /// Grows topic `name` to `new_total` partitions (CreatePartitions): the topic is
+    /// replaced by one with the same id, configs and partition handles, and the new
+    /// partitions `build` makes for the indexes it is given after them. Refused, before
+    /// anything is built: an unknown topic, a total not above the current count (in
+    /// Kafka's words, [`check_partition_increase`]), more than
+    /// [`MAX_PARTITIONS_PER_TOPIC`], and more partitions than `max.partitions` lets the
+    /// broker hold. With `validate_only` only the checks run, and the topic as it is
+    /// comes back.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        new_total: i32,
+        validate_only: bool,
+        build: impl FnOnce(&Topic, std::ops::Range<i32>) -> Vec<Arc<PartitionHandle>>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let mut topics = self.topics.write();
+        let old = topics.get(name).cloned().ok_or_else(|| {
+            TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name:?}"),
+            )
+        })?;
+        let current = old.partitions.len() as i32;
+        check_partition_increase(name, current, new_total)?;
+        if new_total > MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::new(
+                ResponseError::InvalidPartitions,
+                format!("partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}"),
+            ));
+        }
+        let existing: usize = topics.values().map(|t| t.partitions.len()).sum();
+        let adding = (new_total - current) as usize;
+        if existing + adding > self.max_partitions {
+            return Err(TopicError::new(
+                ResponseError::PolicyViolation,
+                format!(
+                    "{adding} more partitions would exceed max.partitions ({}; {existing} exist)",
+                    self.max_partitions
+                ),
+            ));
+        }
+        if validate_only {
+            return Ok(old);
+        }
+        let added = build(&old, current..new_total);
+        debug_assert_eq!(added.len(), adding, "one new partition per index");
+        let mut partitions = old.partitions.clone();
+        partitions.extend(added);
+        let grown = Arc::new(Topic {
+            name: old.name.clone(),
+            id: old.id,
+            partitions,
+            replication_factor: old.replication_factor,
+            config: old.config.clone(),
+            internal: old.internal,
+        });
+        topics.insert(grown.name.clone(), grown.clone());
+        drop(topics);
+        self.changed.send_modify(|generation| *generation += 1);
+        Ok(grown)
+    }
+
     /// Removes a topic; its partitions are marked deleted.
     pub fn remove(&self, name: &str) -> Option<Arc<Topic>> {
         let removed = self.topics.write().remove(name)?;
@@ -299,11 +386,36 @@ impl TopicRegistry {
         Some(removed)
     }
 
-    /// Signals every topic creation and deletion — the moment a Kafka controller would
-    /// send LeaderAndIsr to the followers.
+    /// Signals every topic creation, growth and deletion — the moment a Kafka controller
+    /// would send LeaderAndIsr to the followers.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
     }
+}
+
+/// Kafka's rule for a topic's new partition count (its controller's
+/// `createPartitions`), with its messages: INVALID_PARTITIONS for the same count ("Topic
+/// already has 3 partition(s).") and for fewer.
+pub fn check_partition_increase(
+    name: &str,
+    current: i32,
+    requested: i32,
+) -> Result<(), TopicError> {
+    if requested == current {
+        return Err(TopicError::new(
+            ResponseError::InvalidPartitions,
+            format!("Topic already has {current} partition(s)."),
+        ));
+    }
+    if requested < current {
+        return Err(TopicError::new(
+            ResponseError::InvalidPartitions,
+            format!(
+                "The topic {name} currently has {current} partition(s); {requested} would not be an increase."
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Kafka's topic name rules: 1-249 characters from `[a-zA-Z0-9._-]`, not `.` or `..`.

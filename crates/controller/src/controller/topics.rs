@@ -101,7 +101,16 @@ impl Controller {
         let live = self.image.live_brokers();
         let layout = assign_partitions(&live, current..new_total, rf, self.assignment)?;
         let states = self.new_partitions(&layout);
-        let topic = self.image.topics.get_mut(name).expect("checked above");
+        Ok(self.append_partitions(name, current, states))
+    }
+
+    /// Appends `states` to topic `name` (which has `current` partitions and exists).
+    fn append_partitions(
+        &mut self,
+        name: &str,
+        current: i32,
+        states: Vec<PartitionState>,
+    ) -> Vec<Change> {
         let changes = states
             .iter()
             .enumerate()
@@ -110,9 +119,72 @@ impl Controller {
                 state: state.clone(),
             })
             .collect();
-        topic.partitions.extend(states);
+        if let Some(topic) = self.image.topics.get_mut(name) {
+            topic.partitions.extend(states);
+        }
         self.debug_check();
-        Ok(changes)
+        changes
+    }
+
+    /// Adds one partition to topic `name` per list of `assignment`, partition
+    /// `current + i` getting the replicas `assignment[i]` in that order (CreatePartitions
+    /// with manual assignments). Refuses an unknown topic (`UNKNOWN_TOPIC_OR_PARTITION`),
+    /// an empty assignment (`INVALID_PARTITIONS`), and, as Kafka's controller words them
+    /// (`INVALID_REPLICA_ASSIGNMENT`): an empty replica list, an unregistered broker, a
+    /// broker named twice, a list whose length is not the topic's replication factor,
+    /// and a partition none of whose replicas is alive. Nothing changes on a refusal.
+    pub fn create_partitions_with_assignment(
+        &mut self,
+        name: &str,
+        assignment: &[Vec<i32>],
+    ) -> Result<Vec<Change>, Error> {
+        let topic = self.image.topic(name).ok_or_else(|| unknown(name))?;
+        let current = topic.partition_count();
+        if assignment.is_empty() {
+            return Err(Error::InvalidPartitions {
+                requested: current,
+                current,
+            });
+        }
+        let rf = topic.replication_factor();
+        let invalid = |reason: String| Err(Error::InvalidReplicaAssignment { reason });
+        for (i, replicas) in assignment.iter().enumerate() {
+            if replicas.is_empty() {
+                return invalid(
+                    "The manual partition assignment includes an empty replica list.".into(),
+                );
+            }
+            // Kafka checks the brokers in id order, so the first one it names is the
+            // lowest offending id.
+            let mut sorted = replicas.clone();
+            sorted.sort_unstable();
+            for (j, &b) in sorted.iter().enumerate() {
+                if self.image.broker(b).is_none() {
+                    return invalid(format!(
+                        "The manual partition assignment includes broker {b}, but no such broker is registered."
+                    ));
+                }
+                if j > 0 && sorted[j - 1] == b {
+                    return invalid(format!(
+                        "The manual partition assignment includes the broker {b} more than once."
+                    ));
+                }
+            }
+            if replicas.len() != rf {
+                return invalid(format!(
+                    "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+                    replicas.len()
+                ));
+            }
+            if !replicas.iter().any(|&b| self.image.is_alive(b)) {
+                return invalid(format!(
+                    "All brokers specified in the manual partition assignment for partition {} are fenced or in controlled shutdown.",
+                    i64::from(current) + i as i64
+                ));
+            }
+        }
+        let states = self.new_partitions(assignment);
+        Ok(self.append_partitions(name, current, states))
     }
 
     /// Deletes topic `name` and its partitions. Refuses an unknown topic

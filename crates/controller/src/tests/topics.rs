@@ -181,3 +181,59 @@ fn delete_topic_removes_it_and_all_its_partitions() {
     // The name can be used again.
     c.create_topic("t", 1, 2, false).unwrap();
 }
+
+#[test]
+fn manual_partition_assignments_are_taken_in_order_or_refused_in_kafkas_words() {
+    let mut c = cluster(3);
+    c.create_topic("t", 1, 2, false).unwrap();
+    let refused = |c: &mut crate::Controller, a: &[Vec<i32>]| {
+        let err = c.create_partitions_with_assignment("t", a).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidReplicaAssignment, "{a:?}");
+        err.to_string()
+    };
+    assert_eq!(
+        refused(&mut c, &[vec![]]),
+        "The manual partition assignment includes an empty replica list."
+    );
+    assert_eq!(
+        refused(&mut c, &[vec![7, 1]]),
+        "The manual partition assignment includes broker 7, but no such broker is registered."
+    );
+    assert_eq!(
+        refused(&mut c, &[vec![2, 2]]),
+        "The manual partition assignment includes the broker 2 more than once."
+    );
+    assert_eq!(
+        refused(&mut c, &[vec![3, 1], vec![1]]),
+        "The manual partition assignment includes a partition with 1 replica(s), but this is \
+         not consistent with previous partitions, which have 2 replica(s)."
+    );
+    assert_eq!(
+        c.image().topic("t").unwrap().partition_count(),
+        1,
+        "nothing added"
+    );
+
+    let changes = c
+        .create_partitions_with_assignment("t", &[vec![3, 1], vec![2, 3]])
+        .unwrap();
+    assert_eq!(changes.len(), 2);
+    assert_eq!(state(&c, "t", 1).replicas, vec![3, 1]);
+    assert_eq!(state(&c, "t", 1).leader, 3, "the first replica leads");
+    assert_eq!(state(&c, "t", 2).replicas, vec![2, 3]);
+
+    // A dead first replica: the next live one leads, and the dead one is out of the ISR.
+    c.broker_failed(2).unwrap();
+    c.create_partitions_with_assignment("t", &[vec![2, 1]])
+        .unwrap();
+    let s = state(&c, "t", 3);
+    assert_eq!((s.leader, s.isr.clone()), (1, vec![1]));
+    c.broker_failed(1).unwrap();
+    assert!(refused(&mut c, &[vec![2, 1]]).contains("partition 4 are fenced"));
+    assert_eq!(
+        c.create_partitions_with_assignment("nope", &[vec![3]])
+            .unwrap_err()
+            .code(),
+        ErrorCode::UnknownTopicOrPartition
+    );
+}

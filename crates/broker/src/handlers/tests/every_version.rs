@@ -35,6 +35,9 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::ListGroups, list_groups),
     (ApiKey::DescribeGroups, describe_groups),
     (ApiKey::DeleteGroups, delete_groups),
+    (ApiKey::CreatePartitions, create_partitions),
+    (ApiKey::OffsetDelete, offset_delete),
+    (ApiKey::DescribeLogDirs, describe_log_dirs),
 ];
 
 fn requests_for(api: ApiKey) -> Builder {
@@ -468,4 +471,71 @@ fn delete_groups(_v: i16) -> Vec<RequestKind> {
             group("jg-0"),
         ]),
     )]
+}
+
+fn create_partitions(v: i16) -> Vec<RequestKind> {
+    use create_partitions_request::{CreatePartitionsAssignment, CreatePartitionsTopic};
+    // "t" grows by one partition per version (a success), then the refusals.
+    let grow = |topic: &str, count: i32, assignments: Option<Vec<Vec<i32>>>| {
+        CreatePartitionsTopic::default()
+            .with_name(name(topic))
+            .with_count(count)
+            .with_assignments(assignments.map(|a| {
+                a.into_iter()
+                    .map(|ids| {
+                        CreatePartitionsAssignment::default()
+                            .with_broker_ids(ids.into_iter().map(BrokerId).collect())
+                    })
+                    .collect()
+            }))
+    };
+    vec![RequestKind::CreatePartitions(
+        CreatePartitionsRequest::default()
+            .with_timeout_ms(1_000)
+            .with_topics(vec![
+                grow("t", 11 + i32::from(v), None),
+                grow("nope", 2, None),
+                grow("oc-topic", 1, None),
+                grow("dup", 3, None),
+                grow("dup", 4, Some(vec![vec![1]])),
+            ]),
+    )]
+}
+
+fn offset_delete(_v: i16) -> Vec<RequestKind> {
+    use offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+    let topics = || {
+        ["t", "nope"]
+            .into_iter()
+            .map(|topic| {
+                OffsetDeleteRequestTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])
+            })
+            .collect::<Vec<_>>()
+    };
+    ["oc", "nope", "", "jg-0"]
+        .into_iter()
+        .map(|g| {
+            RequestKind::OffsetDelete(
+                OffsetDeleteRequest::default()
+                    .with_group_id(group(g))
+                    .with_topics(topics()),
+            )
+        })
+        .collect()
+}
+
+fn describe_log_dirs(_v: i16) -> Vec<RequestKind> {
+    use describe_log_dirs_request::DescribableLogDirTopic;
+    vec![
+        RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+        RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(name("t"))
+                .with_partitions(vec![0, 5]),
+        ]))),
+    ]
 }

@@ -1,4 +1,5 @@
-//! Structurally valid requests of every group API, at every advertised version, with
+//! Structurally valid requests of every group API and of the admin APIs CreatePartitions,
+//! OffsetDelete and DescribeLogDirs, at every advertised version, with
 //! hostile values: the broker neither panics nor grows without bound.
 
 use super::*;
@@ -340,4 +341,184 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
     }
     let (_, members, _) = c.counts();
     assert!(members <= 20);
+}
+
+/// A structurally valid CreatePartitions, OffsetDelete or DescribeLogDirs with hostile
+/// field values: huge and negative counts, manual assignments of every wrong shape,
+/// partitions and broker ids at the ends of i32.
+fn hostile_admin_request(rng: &mut rand::rngs::StdRng, api: ApiKey) -> Option<RequestKind> {
+    use rand::seq::SliceRandom;
+    use rand::Rng;
+    let topic = |rng: &mut rand::rngs::StdRng| {
+        name(
+            ["t", "u", "nope", "", "__consumer_offsets"]
+                .choose(rng)
+                .copied()
+                .unwrap_or("t"),
+        )
+    };
+    let partitions = |rng: &mut rand::rngs::StdRng| -> Vec<i32> {
+        (0..*[0usize, 1, 3, 2_000].choose(rng).unwrap_or(&1))
+            .map(|_| *values::PARTITIONS.choose(rng).unwrap_or(&0))
+            .collect()
+    };
+    Some(match api {
+        ApiKey::CreatePartitions => {
+            use create_partitions_request::{CreatePartitionsAssignment, CreatePartitionsTopic};
+            let topics = (0..rng.gen_range(0..4))
+                .map(|_| {
+                    let count = if rng.gen_bool(0.5) {
+                        values::int(rng)
+                    } else {
+                        rng.gen_range(0..40)
+                    };
+                    let assignments = rng.gen_bool(0.5).then(|| {
+                        (0..*[0usize, 1, 2, 5_000].choose(rng).unwrap_or(&1))
+                            .map(|_| {
+                                let ids = (0..rng.gen_range(0..4))
+                                    .map(|_| {
+                                        BrokerId(*[1, 2, 3, -1, i32::MAX].choose(rng).unwrap_or(&1))
+                                    })
+                                    .collect();
+                                CreatePartitionsAssignment::default().with_broker_ids(ids)
+                            })
+                            .collect()
+                    });
+                    CreatePartitionsTopic::default()
+                        .with_name(topic(rng))
+                        .with_count(count)
+                        .with_assignments(assignments)
+                })
+                .collect();
+            RequestKind::CreatePartitions(
+                CreatePartitionsRequest::default()
+                    .with_topics(topics)
+                    .with_timeout_ms(values::int(rng))
+                    .with_validate_only(rng.gen()),
+            )
+        }
+        ApiKey::OffsetDelete => {
+            use offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+            let topics = (0..rng.gen_range(0..4))
+                .map(|_| {
+                    OffsetDeleteRequestTopic::default()
+                        .with_name(topic(rng))
+                        .with_partitions(
+                            partitions(rng)
+                                .into_iter()
+                                .map(|p| {
+                                    OffsetDeleteRequestPartition::default().with_partition_index(p)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            RequestKind::OffsetDelete(
+                OffsetDeleteRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(values::group(rng))))
+                    .with_topics(topics),
+            )
+        }
+        ApiKey::DescribeLogDirs => {
+            use describe_log_dirs_request::DescribableLogDirTopic;
+            let topics = rng.gen_bool(0.7).then(|| {
+                (0..rng.gen_range(0..4))
+                    .map(|_| {
+                        DescribableLogDirTopic::default()
+                            .with_topic(topic(rng))
+                            .with_partitions(partitions(rng))
+                    })
+                    .collect()
+            });
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(topics))
+        }
+        _ => return None,
+    })
+}
+
+#[test]
+fn hostile_admin_requests_at_every_version_neither_panic_nor_grow_without_bound() {
+    // CreatePartitions, OffsetDelete and DescribeLogDirs at every advertised version with
+    // hostile fields, encoded and decoded as on the wire, then handled, between commits
+    // that give OffsetDelete offsets to delete. A count of i32::MAX is refused by the caps
+    // before anything is allocated, so the broker never holds more than max.partitions.
+    use rand::SeedableRng;
+    let config = manual_config(|c| {
+        c.offsets_topic_replication_factor = 1;
+        c.offsets_topic_num_partitions = 3;
+        c.max_partitions = 60;
+    });
+    let apis = KafkaApis::new(ReplicaManager::new(config));
+    for topic in ["t", "u"] {
+        exchange(
+            &apis,
+            12,
+            RequestKind::Metadata(
+                MetadataRequest::default()
+                    .with_allow_auto_topic_creation(true)
+                    .with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(name(topic)))
+                    ])),
+            ),
+        );
+    }
+    let rm = apis.replica_manager.clone();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xad31);
+    let mut handled = 0;
+    let mut grown = 0;
+    for round in 0..60 {
+        // Offsets for the fuzzed OffsetDeletes to find (a simple consumer's commit).
+        let commit = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(format!("g{}", round % 4))))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(round.into()),
+                    ]),
+            ]);
+        exchange(&apis, 8, RequestKind::OffsetCommit(commit));
+        for &(api, min, max) in SUPPORTED_APIS {
+            for version in min..=max {
+                let Some(request) = hostile_admin_request(&mut rng, api) else {
+                    continue;
+                };
+                let mut buf = bytes::BytesMut::new();
+                if request.encode(&mut buf, version).is_err() {
+                    continue;
+                }
+                let mut frame = buf.freeze();
+                let Ok(request) = RequestKind::decode(api, &mut frame, version) else {
+                    continue;
+                };
+                let ctx = context("fuzz", round, version);
+                let response = match apis.handle(&ctx, request) {
+                    Reply::Now(r) => *r,
+                    Reply::Later(mut rx) => {
+                        rm.timer.advance_by(1);
+                        rx.try_recv().unwrap_or_else(|_| {
+                            panic!("{api:?} v{version}: parked reply never came")
+                        })
+                    }
+                    Reply::Nothing | Reply::Close(_) => panic!("{api:?} v{version}: no answer"),
+                };
+                round_trip(api, version, &response);
+                if let ResponseKind::CreatePartitions(r) = &response {
+                    grown += r.results.iter().filter(|t| t.error_code == 0).count();
+                }
+                handled += 1;
+                let held = rm.topics.partitions().len();
+                assert!(held <= 60, "{held} partitions held, max.partitions is 60");
+            }
+        }
+    }
+    assert!(
+        handled > 500,
+        "only {handled} hostile admin requests handled"
+    );
+    assert!(grown > 0, "the fuzz never grew a topic");
+    eprintln!("hostile admin requests: {handled} handled, {grown} topics grown");
 }

@@ -8,6 +8,9 @@
 //! - `delete_records`: DeleteRecords' answers, and hostile DeleteRecords requests;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
 //! - `readme`: the README's API table says what ApiVersions advertises;
+//! - `partitions`: what CreatePartitions answers, and what partitions it adds take;
+//! - `offset_delete`: what OffsetDelete answers, and that a reload keeps it deleted;
+//! - `log_dirs`: what DescribeLogDirs answers;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
@@ -16,6 +19,9 @@ mod every_version;
 mod fetch_edges;
 mod group_life;
 mod hostile;
+mod log_dirs;
+mod offset_delete;
+mod partitions;
 mod readme;
 
 use std::net::SocketAddr;
@@ -115,6 +121,10 @@ fn request_api(request: &RequestKind) -> ApiKey {
         RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
         RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
         RequestKind::Metadata(_) => ApiKey::Metadata,
+        RequestKind::Produce(_) => ApiKey::Produce,
+        RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
+        RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
+        RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
         other => panic!("unexpected request {other:?}"),
     }
 }
