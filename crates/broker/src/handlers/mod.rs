@@ -17,6 +17,7 @@ use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
 pub mod api_versions;
+pub mod config_resource;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::partition::{PartitionHandle, TopicPartition};
 
-pub use config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};
+pub use config::{ConfigEntry, ConfigSource, ConfigSynonym, ConfigType, TopicConfig};
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
 pub const INTERNAL_TOPICS: &[&str] = &[OFFSETS_TOPIC, "__transaction_state"];
@@ -175,6 +175,19 @@ impl Topic {
         })
     }
 
+    /// The same topic (name, id, the very partition handles) with other configs: what
+    /// an altered topic config replaces it with in the registry.
+    pub fn with_config(&self, config: TopicConfig) -> Topic {
+        Topic {
+            name: self.name.clone(),
+            id: self.id,
+            partitions: self.partitions.clone(),
+            replication_factor: self.replication_factor,
+            config,
+            internal: self.internal,
+        }
+    }
+
     /// A partition by index.
     pub fn partition(&self, index: i32) -> Option<&Arc<PartitionHandle>> {
         usize::try_from(index)
@@ -287,6 +300,25 @@ impl TopicRegistry {
             ));
         }
         Ok(())
+    }
+
+    /// Puts `topic` in place of the registered topic of the same name and id (its
+    /// configs were altered). Requests already holding the old `Arc<Topic>` finish with
+    /// it; the partitions are the same either way. UNKNOWN_TOPIC_OR_PARTITION if that
+    /// topic is gone (deleted, or deleted and created again under a new id).
+    pub fn replace(&self, topic: Topic) -> Result<Arc<Topic>, TopicError> {
+        let mut topics = self.topics.write();
+        match topics.get(&topic.name) {
+            Some(existing) if existing.id == topic.id => {
+                let topic = Arc::new(topic);
+                topics.insert(topic.name.clone(), topic.clone());
+                Ok(topic)
+            }
+            _ => Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("The topic '{}' does not exist.", &*topic.name),
+            )),
+        }
     }
 
     /// Removes a topic; its partitions are marked deleted.
