@@ -38,6 +38,7 @@
 //! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
 
 mod append;
+mod configs;
 pub(crate) mod fetch;
 mod roles;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};

@@ -5,9 +5,12 @@
 //!   from a table of requests per API;
 //! - `group_life`: one group's whole life, walked at each version of every group API;
 //! - `admin`: what CreateTopics, DescribeConfigs and ListOffsets answer;
+//! - `configs`: IncrementalAlterConfigs and AlterConfigs, seen through DescribeConfigs
+//!   and produces;
 //! - `hostile`: structurally valid group requests with hostile values, at every version.
 
 mod admin;
+mod configs;
 mod every_version;
 mod group_life;
 mod hostile;
