@@ -110,12 +110,12 @@ pub fn check_replacement(
 }
 
 fn check_keys<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), TopicError> {
-    let mut seen: Vec<&str> = Vec::new();
+    // A set, not a list: a hostile request may name millions of keys.
+    let mut seen = std::collections::HashSet::new();
     for name in names {
-        if seen.contains(&name) {
+        if !seen.insert(name) {
             return Err(bad_request("Error due to duplicate config keys"));
         }
-        seen.push(name);
     }
     Ok(())
 }
@@ -154,18 +154,16 @@ pub fn incremental(
                     .map(|(_, v)| v.clone())
                     .or_else(|| current.entry(name).map(|e| e.value.clone()))
                     .unwrap_or_default();
-                let mut items: Vec<&str> = list(&now);
                 let given = list(value);
                 if *op == AlterOp::Append {
-                    for item in given {
-                        if !items.contains(&item) {
-                            items.push(item);
-                        }
-                    }
+                    // `list` drops the repeats the appended items bring.
+                    list(&format!("{now},{}", given.join(","))).join(",")
                 } else {
+                    let given: std::collections::HashSet<&str> = given.into_iter().collect();
+                    let mut items = list(&now);
                     items.retain(|item| !given.contains(item));
+                    items.join(",")
                 }
-                items.join(",")
             }
         };
         match overrides.iter_mut().find(|(n, _)| n == name) {
