@@ -1,7 +1,7 @@
 //! The admin HTTP listener: look inside the broker, and steer its simulated followers.
 //!
 //! - `GET  /api/state` — every partition (replicas, ISR, LEO, HW, each follower's LEO, lag
-//!   and last fetch), every purgatory (watched / delayed / expired counts and the pending
+//!   and last fetch, its topic's `configs`), every purgatory (watched / delayed / expired counts and the pending
 //!   operations with what each waits for), the timing wheel, the embedded followers, and
 //!   the consumer groups (state, generation, protocol, leader, members with their session
 //!   deadlines and assignments).
