@@ -98,7 +98,12 @@ pub(super) fn partitions_json(cluster: &Cluster) -> Value {
                     }))
                 })
                 .collect();
+            let configs = cluster
+                .broker(shown_by)
+                .and_then(|b| b.replica_manager().topic(&topic.name))
+                .map_or(Value::Null, |t| super::topic_configs_json(&t));
             if let Some(obj) = value.as_object_mut() {
+                obj.insert("configs".into(), configs);
                 obj.insert("leader".into(), json!(state.leader));
                 obj.insert("leader_epoch".into(), json!(state.leader_epoch));
                 obj.insert("partition_epoch".into(), json!(state.partition_epoch));

@@ -1,7 +1,7 @@
 //! The admin HTTP listener: look inside the broker, and steer its simulated followers.
 //!
 //! - `GET  /api/state` — every partition (replicas, ISR, LEO, HW, each follower's LEO, lag
-//!   and last fetch), every purgatory (watched / delayed / expired counts and the pending
+//!   and last fetch, its topic's `configs`), every purgatory (watched / delayed / expired counts and the pending
 //!   operations with what each waits for), the timing wheel, the embedded followers, and
 //!   the consumer groups (state, generation, protocol, leader, members with their session
 //!   deadlines and assignments).
@@ -167,6 +167,30 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
+/// A topic's configs as a partition entry of `/api/state` shows them (`configs`): the
+/// effective value of each config this broker acts on, and every value set for the
+/// topic (CreateTopics, IncrementalAlterConfigs, AlterConfigs), by Kafka name.
+pub(crate) fn topic_configs_json(topic: &crate::topics::Topic) -> Value {
+    use crate::topics::config::{
+        MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS, RETENTION_BYTES, UNCLEAN_LEADER_ELECTION_ENABLE,
+    };
+    let mut configs = serde_json::Map::new();
+    for name in [
+        MIN_INSYNC_REPLICAS,
+        RETENTION_BYTES,
+        MAX_MESSAGE_BYTES,
+        UNCLEAN_LEADER_ELECTION_ENABLE,
+    ] {
+        if let Some(e) = topic.config.entry(name) {
+            configs.insert(name.into(), json!(e.value));
+        }
+    }
+    for (name, value) in topic.config.overrides() {
+        configs.insert(name.clone(), json!(value));
+    }
+    Value::Object(configs)
+}
+
 /// The whole picture, as served by `GET /api/state`.
 ///
 /// `now_ms` is read after every snapshot, so it is never earlier than anything the
@@ -188,9 +212,15 @@ pub fn state_json(
                 .topics()
                 .iter()
                 .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(|p| serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null))
+                    let configs = topic_configs_json(t);
+                    t.partitions.iter().map(move |p| {
+                        let mut value =
+                            serde_json::to_value(p.lock().snapshot()).unwrap_or(Value::Null);
+                        if let Some(obj) = value.as_object_mut() {
+                            obj.insert("configs".into(), configs.clone());
+                        }
+                        value
+                    })
                 })
                 .collect();
             (brokers::single_broker_json(rm), Value::Array(partitions))

@@ -36,6 +36,8 @@ use crate::topics::{NewTopic, PartitionDescription, Topic, TopicError};
 mod apply;
 mod lifecycle;
 mod partitions;
+#[cfg(test)]
+mod tests;
 pub use lifecycle::LifecycleError;
 
 /// What a broker of a cluster asks of the cluster.
@@ -60,6 +62,14 @@ pub trait ClusterLink: Send + Sync {
     ) -> Result<Arc<Topic>, TopicError>;
     /// Deletes a topic from the controller and every broker.
     fn delete_topic(&self, name: &str) -> Result<(), TopicError>;
+    /// Gives topic `name` the override set `overrides` on every broker: checked on all
+    /// of them first (nothing changes if one refuses), then applied on each, as every
+    /// Kafka broker replays the controller's one ConfigRecord.
+    fn alter_topic_config(
+        &self,
+        name: &str,
+        overrides: &[(String, String)],
+    ) -> Result<(), TopicError>;
     /// Broker `leader` changed the ISR of `tp` to `isr` (Kafka's AlterPartition).
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>);
 }
@@ -352,6 +362,47 @@ impl ClusterLink for Cluster {
             // A broker that never had it has nothing to delete.
             let _ = node.broker.replica_manager().delete_local_topic(name);
         }
+        Ok(())
+    }
+
+    fn alter_topic_config(
+        &self,
+        name: &str,
+        overrides: &[(String, String)],
+    ) -> Result<(), TopicError> {
+        let checked = self
+            .nodes
+            .iter()
+            .map(|(&id, node)| {
+                let config = node
+                    .broker
+                    .replica_manager()
+                    .check_topic_config(name, overrides)?;
+                Ok((id, config))
+            })
+            .collect::<Result<Vec<_>, TopicError>>()?;
+        let Some(unclean) = checked.first().map(|(_, c)| c.unclean_leader_election()) else {
+            return Ok(());
+        };
+        // The controller elects by the topic's unclean.leader.election.enable: turning it
+        // on elects a live out-of-sync replica where no leader is left.
+        let changes = self
+            .controller
+            .lock()
+            .set_unclean_leader_election(name, unclean)
+            .map_err(topic_error)?;
+        for (id, config) in checked {
+            if let Some(rm) = self.rm(id) {
+                if let Err(e) = rm.apply_topic_config(name, config) {
+                    warn!(
+                        topic = name,
+                        broker = id,
+                        "cannot apply altered configs: {e:?}"
+                    );
+                }
+            }
+        }
+        self.apply(&changes);
         Ok(())
     }
 

@@ -3,28 +3,29 @@
 //! (`kafka-configs`, AdminClient, kafkajs's admin) use it to show what a topic was created
 //! with.
 //!
-//! A topic's configs come from the topic config table ([`crate::topics::config`]); the
-//! broker's are its configuration file's settings, under the same Kafka names
-//! ([`describe_broker`]). A broker resource names this broker's id, or nothing (the
-//! cluster-wide defaults); any other name is INVALID_REQUEST. The configs come back in
+//! A topic's configs come from the topic config table ([`crate::topics::config`]): all
+//! 37 of Kafka 4.4's, each with its value, source (set for the topic, the broker's file,
+//! or the default), type, documentation (v3+, when asked for) and, when asked for
+//! (`include_synonyms`), its synonyms: the topic's value, the broker's, the default, as
+//! Kafka lists them. The broker's are its configuration file's settings under Kafka's
+//! names ([`describe_broker`]), all read-only. A broker resource names this broker's id,
+//! or nothing (the cluster-wide defaults); any other name is INVALID_REQUEST. The configs come back in
 //! the order Kafka's come back in: its `java.util.HashMap`'s (`java_hash_map_bucket`),
 //! also when the request names the keys it wants.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
+use super::config_resource::{check_broker_name, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{sb, RequestContext};
 use crate::replica_manager::ReplicaManager;
 use crate::topics::config::describe_broker;
 use crate::topics::{ConfigEntry, ConfigType};
-
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
 
 /// The table size of the `java.util.HashMap` Kafka 4.4 builds a topic's configs in (its
 /// 37 topic configs) and a broker's (350): the answer comes out in that map's order.
@@ -44,29 +45,14 @@ fn java_hash_map_bucket(name: &str, capacity: u32) -> u32 {
     (hash ^ (hash >> 16)) & (capacity - 1)
 }
 
-/// Checks a BROKER resource's name as Kafka does: empty (the cluster-wide defaults; here
-/// the broker's settings, as it has no dynamic ones) or this broker's id, read as Java's
-/// `Integer.parseInt` reads it (so `01` is broker 1). Any other name is INVALID_REQUEST.
-fn broker_resource(name: &str, rm: &ReplicaManager) -> Result<(), String> {
-    if name.is_empty() {
-        return Ok(());
-    }
-    let broker_id = rm.config.broker_id;
-    match name.parse::<i32>() {
-        Ok(id) if id == broker_id => Ok(()),
-        Ok(_) => Err(format!(
-            "Unexpected broker id, expected {broker_id} or empty string, but received {name}"
-        )),
-        Err(_) => Err(format!("Broker id must be an integer, but it is: {name}")),
-    }
-}
-
 /// Handles a DescribeConfigs request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
     _ctx: &RequestContext,
     req: DescribeConfigsRequest,
 ) -> ResponseKind {
+    let (include_synonyms, include_documentation) =
+        (req.include_synonyms, req.include_documentation);
     let results = req
         .resources
         .into_iter()
@@ -83,7 +69,7 @@ pub fn handle(
                             .with_error_message(Some(sb("unknown topic")))
                     }
                 },
-                RESOURCE_BROKER => match broker_resource(&resource.resource_name, rm) {
+                RESOURCE_BROKER => match check_broker_name(&resource.resource_name, rm, true) {
                     Ok(()) => describe_broker(&rm.config),
                     Err(message) => {
                         return result
@@ -119,14 +105,29 @@ pub fn handle(
                 .into_iter()
                 .map(|e| {
                     let sensitive = e.config_type == ConfigType::Password;
+                    let value = |v: &str| (!sensitive).then(|| sb(v));
+                    let synonyms = if include_synonyms {
+                        e.synonyms
+                            .iter()
+                            .map(|s| {
+                                DescribeConfigsSynonym::default()
+                                    .with_name(sb(&s.name))
+                                    .with_value(value(&s.value))
+                                    .with_source(s.source as i8)
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
                     DescribeConfigsResourceResult::default()
                         .with_name(sb(&e.name))
-                        .with_value((!sensitive).then(|| sb(&e.value)))
+                        .with_value(value(&e.value))
                         .with_read_only(e.read_only)
                         .with_config_source(e.source as i8)
                         .with_is_sensitive(sensitive)
+                        .with_synonyms(synonyms)
                         .with_config_type(e.config_type as i8)
-                        .with_documentation(Some(sb(e.doc)))
+                        .with_documentation(include_documentation.then(|| sb(e.doc)))
                 })
                 .collect();
             result.with_configs(configs)

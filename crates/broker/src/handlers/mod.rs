@@ -16,7 +16,9 @@ use tokio::sync::oneshot;
 use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
+pub mod alter_configs;
 pub mod api_versions;
+pub mod config_resource;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -28,6 +30,7 @@ pub mod describe_log_dirs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -107,6 +110,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -155,6 +160,10 @@ impl KafkaApis {
             RequestKind::DeleteRecords(r) => delete_records::handle(rm, ctx, r),
             RequestKind::CreatePartitions(r) => Reply::now(create_partitions::handle(rm, ctx, r)),
             RequestKind::DescribeConfigs(r) => Reply::now(describe_configs::handle(rm, ctx, r)),
+            RequestKind::AlterConfigs(r) => Reply::now(alter_configs::handle(rm, ctx, r)),
+            RequestKind::IncrementalAlterConfigs(r) => {
+                Reply::now(incremental_alter_configs::handle(rm, ctx, r))
+            }
             RequestKind::FindCoordinator(r) => Reply::now(find_coordinator::handle(rm, gc, ctx, r)),
             RequestKind::JoinGroup(r) => join_group::handle(gc, ctx, r),
             RequestKind::SyncGroup(r) => sync_group::handle(gc, ctx, r),

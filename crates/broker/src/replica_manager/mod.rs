@@ -38,6 +38,7 @@
 //! into a purgatory, because a purgatory calls `try_complete`, which takes partition locks.
 
 mod append;
+mod configs;
 mod create_partitions;
 mod delete_records;
 #[cfg(test)]

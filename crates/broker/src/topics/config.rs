@@ -1,10 +1,25 @@
 //! Topic configs: one typed table says which per-topic settings exist, their Kafka type,
-//! where their default comes from, how a value is checked, and what they mean.
+//! where their default comes from, how a value is checked, and what they mean here.
 //!
-//! Kafka keeps this in `LogConfig`'s `ConfigDef`. Three places read it here: auto-creation
-//! and CreateTopics (resolve a topic's values from what the client set and the broker's
-//! defaults), CreateTopics v5+ (echo the effective values) and DescribeConfigs (list them
-//! with their source, type and whether they can be set). Each config is named once, below.
+//! Kafka keeps this in `LogConfig`'s `ConfigDef`. The table lists every config Kafka 4.4
+//! lists for a topic (37; `message.downconversion.enable` is gone since Kafka 4.0), with
+//! Kafka's types, defaults, bounds and broker synonyms. This in-memory broker acts on
+//! four of them (`min.insync.replicas`, `retention.bytes`, `max.message.bytes`,
+//! `unclean.leader.election.enable`); the others are checked as Kafka checks them,
+//! stored, and reported, and their documentation says they have no effect here, so
+//! tools that set them (Terraform, `kafka-configs`) round-trip them.
+//!
+//! Everything that reads or writes topic configs goes through here: auto-creation and
+//! CreateTopics resolve a topic's values from what the client set and the broker's
+//! defaults, CreateTopics v5+ echoes them, DescribeConfigs lists them with source, type,
+//! documentation and synonyms, and IncrementalAlterConfigs / AlterConfigs compute a new
+//! override set ([`alter`]) that [`TopicConfig::resolve`] checks again.
+
+pub mod alter;
+mod broker;
+mod values;
+
+pub use broker::describe_broker;
 
 use kafka_protocol::ResponseError;
 use replog::LogConfig;
@@ -12,11 +27,14 @@ use replog::LogConfig;
 use crate::config::BrokerConfig;
 
 use super::TopicError;
+use values::Check;
 
 /// `min.insync.replicas`.
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 /// `retention.bytes`.
 pub const RETENTION_BYTES: &str = "retention.bytes";
+/// `retention.ms`.
+pub const RETENTION_MS: &str = "retention.ms";
 /// `max.message.bytes`.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 /// `cleanup.policy`.
@@ -38,6 +56,8 @@ pub enum ConfigType {
     Int = 3,
     /// `LONG`.
     Long = 5,
+    /// `DOUBLE`.
+    Double = 6,
     /// `LIST`.
     List = 7,
     /// `PASSWORD`.
@@ -52,9 +72,10 @@ pub enum ConfigType {
 pub enum ConfigSource {
     /// `DYNAMIC_TOPIC_CONFIG`: set for this topic.
     DynamicTopic = 1,
-    /// `STATIC_BROKER_CONFIG`: the broker's configuration.
+    /// `STATIC_BROKER_CONFIG`: the broker's configuration file (or flags) set it to
+    /// something other than the built-in default.
     StaticBroker = 4,
-    /// `DEFAULT_CONFIG`: Kafka's built-in default.
+    /// `DEFAULT_CONFIG`: the built-in default.
     Default = 5,
 }
 
@@ -68,9 +89,6 @@ enum Fallback {
     Kafka(&'static str),
 }
 
-/// Checks a value a client sets and returns it in canonical form, or says what is wrong.
-type Parser = fn(&str) -> Result<String, String>;
-
 /// One per-topic config.
 pub struct TopicConfigDef {
     /// Kafka's name.
@@ -79,113 +97,172 @@ pub struct TopicConfigDef {
     pub config_type: ConfigType,
     /// What it does here.
     pub doc: &'static str,
+    /// The broker config Kafka lists as its synonym (`log.retention.bytes` for
+    /// `retention.bytes`), if Kafka lists one.
+    pub synonym: Option<&'static str>,
     fallback: Fallback,
-    /// `None` if the config cannot be set on this broker.
-    parse: Option<Parser>,
+    check: Check,
 }
 
-impl TopicConfigDef {
-    /// Whether CreateTopics may set it.
-    pub fn settable(&self) -> bool {
-        self.parse.is_some()
+/// Shorthand for the table's rows.
+const fn def(
+    name: &'static str,
+    config_type: ConfigType,
+    fallback: Fallback,
+    synonym: Option<&'static str>,
+    check: Check,
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        config_type,
+        doc,
+        synonym,
+        fallback,
+        check,
     }
 }
 
-fn integer_at_least(min: i64) -> impl Fn(&str) -> Result<String, String> {
-    move |value| match value.trim().parse::<i64>() {
-        Ok(v) if v >= min => Ok(v.to_string()),
-        Ok(v) => Err(format!("must be at least {min}, got {v}")),
-        Err(_) => Err(format!("must be an integer, got {value:?}")),
-    }
-}
+use ConfigType as T;
+use Fallback::{Broker, Kafka};
 
-fn int_at_least_1(value: &str) -> Result<String, String> {
-    integer_at_least(1)(value).and_then(fits_i32)
-}
+const LONG_MAX: &str = "9223372036854775807";
+const POLICIES: &[&str] = &["compact", "delete"];
+const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 
-fn int_at_least_0(value: &str) -> Result<String, String> {
-    integer_at_least(0)(value).and_then(fits_i32)
-}
-
-fn long_at_least_minus_1(value: &str) -> Result<String, String> {
-    integer_at_least(-1)(value)
-}
-
-fn fits_i32(value: String) -> Result<String, String> {
-    match value.parse::<i32>() {
-        Ok(_) => Ok(value),
-        Err(_) => Err(format!("{value} does not fit in an INT")),
-    }
-}
-
-fn boolean(value: &str) -> Result<String, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok("true".into()),
-        "false" => Ok("false".into()),
-        _ => Err(format!("must be true or false, got {value:?}")),
-    }
-}
-
-fn cleanup_policy(value: &str) -> Result<String, String> {
-    let mut policies: Vec<&str> = value.split(',').map(str::trim).collect();
-    policies.sort_unstable();
-    policies.dedup();
-    if policies.iter().all(|p| *p == "delete" || *p == "compact") {
-        Ok(policies.join(","))
-    } else {
-        Err(format!("must be delete, compact or both, got {value:?}"))
-    }
-}
-
-/// Every topic config this broker knows, in DescribeConfigs order.
+/// Every topic config Kafka 4.4 has, in Kafka's documentation (alphabetical) order.
+#[rustfmt::skip]
 pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    TopicConfigDef {
-        name: MIN_INSYNC_REPLICAS,
-        config_type: ConfigType::Int,
-        doc: "Replicas (leader included) that must be in the ISR for an acks=all produce to be \
-              accepted and for the high watermark to advance; the replication factor caps it.",
-        fallback: Fallback::Broker(|b| b.min_insync_replicas.to_string()),
-        parse: Some(int_at_least_1),
-    },
-    TopicConfigDef {
-        name: RETENTION_BYTES,
-        config_type: ConfigType::Long,
-        doc: "Bytes a partition may hold before its oldest batches below the high watermark \
-              are deleted; -1 keeps everything (up to log.memory.max.bytes).",
-        fallback: Fallback::Broker(|b| b.retention_bytes.to_string()),
-        parse: Some(long_at_least_minus_1),
-    },
-    TopicConfigDef {
-        name: MAX_MESSAGE_BYTES,
-        config_type: ConfigType::Int,
-        doc: "The largest record batch a producer may append (MESSAGE_TOO_LARGE above it).",
-        fallback: Fallback::Broker(|b| b.message_max_bytes.to_string()),
-        parse: Some(int_at_least_0),
-    },
-    TopicConfigDef {
-        name: CLEANUP_POLICY,
-        config_type: ConfigType::List,
-        doc: "Recorded and reported; this in-memory log deletes by retention.bytes only and \
-              never compacts.",
-        fallback: Fallback::Kafka("delete"),
-        parse: Some(cleanup_policy),
-    },
-    TopicConfigDef {
-        name: UNCLEAN_LEADER_ELECTION_ENABLE,
-        config_type: ConfigType::Boolean,
-        doc: "With several brokers: whether a partition whose in-sync replicas are all down \
-              may elect another live replica, which loses what only the ISR held.",
-        fallback: Fallback::Broker(|b| b.unclean_leader_election_enable.to_string()),
-        parse: Some(boolean),
-    },
-    TopicConfigDef {
-        name: MESSAGE_TIMESTAMP_TYPE,
-        config_type: ConfigType::String,
-        doc: "Batches keep the producer's timestamps.",
-        fallback: Fallback::Kafka("CreateTime"),
-        parse: None,
-    },
+    def(CLEANUP_POLICY, T::List, Kafka("delete"), Some("log.cleanup.policy"),
+        Check::ListOf(POLICIES),
+        "Recorded and reported; this in-memory log deletes by retention.bytes only and never \
+         compacts, whatever the policy."),
+    def("compression.gzip.level", T::Int, Kafka("-1"), Some("compression.gzip.level"),
+        Check::GzipLevel,
+        "Has no effect here: batches are stored as the producer compressed them."),
+    def("compression.lz4.level", T::Int, Kafka("9"), Some("compression.lz4.level"),
+        Check::Int(1, 17),
+        "Has no effect here: batches are stored as the producer compressed them."),
+    def("compression.type", T::String, Kafka("producer"), Some("compression.type"),
+        Check::OneOf(COMPRESSION),
+        "Has no effect here: batches are stored as the producer compressed them (Kafka's \
+         'producer')."),
+    def("compression.zstd.level", T::Int, Kafka("3"), Some("compression.zstd.level"),
+        Check::Int(-131_072, 22),
+        "Has no effect here: batches are stored as the producer compressed them."),
+    def("delete.retention.ms", T::Long, Kafka("86400000"),
+        Some("log.cleaner.delete.retention.ms"), Check::Long(0),
+        "Has no effect here: there is no log cleaner, so tombstones are never removed by it."),
+    def("errors.deadletterqueue.group.enable", T::Boolean, Kafka("false"), None, Check::Bool,
+        "Has no effect here: there are no share groups."),
+    def("file.delete.delay.ms", T::Long, Kafka("60000"), Some("log.segment.delete.delay.ms"),
+        Check::Long(0),
+        "Has no effect here: the log is in memory and has no segment files."),
+    def("flush.messages", T::Long, Kafka(LONG_MAX), Some("log.flush.interval.messages"),
+        Check::Long(1),
+        "Has no effect here: the log is in memory and never flushed to disk."),
+    def("flush.ms", T::Long, Kafka(LONG_MAX), None, Check::Long(0),
+        "Has no effect here: the log is in memory and never flushed to disk."),
+    def("follower.replication.throttled.replicas", T::List, Kafka(""), None, Check::Replicas,
+        "Has no effect here: replication is not throttled."),
+    def("index.interval.bytes", T::Int, Kafka("4096"), Some("log.index.interval.bytes"),
+        Check::Int(0, i32::MAX as i64),
+        "Has no effect here: the in-memory log needs no offset index."),
+    def("leader.replication.throttled.replicas", T::List, Kafka(""), None, Check::Replicas,
+        "Has no effect here: replication is not throttled."),
+    def("local.retention.bytes", T::Long, Kafka("-2"), Some("log.local.retention.bytes"),
+        Check::Long(-2),
+        "Has no effect here: there is no tiered storage."),
+    def("local.retention.ms", T::Long, Kafka("-2"), Some("log.local.retention.ms"),
+        Check::Long(-2),
+        "Has no effect here: there is no tiered storage."),
+    def("max.compaction.lag.ms", T::Long, Kafka(LONG_MAX),
+        Some("log.cleaner.max.compaction.lag.ms"), Check::Long(1),
+        "Has no effect here: the log is never compacted."),
+    def("max.decompressed.message.bytes", T::Int, Kafka("2147483639"),
+        Some("max.decompressed.message.bytes"), Check::Int(0, i32::MAX as i64),
+        "Has no effect here: batches are stored as received and never decompressed."),
+    def(MAX_MESSAGE_BYTES, T::Int, Broker(|b| b.message_max_bytes.to_string()),
+        Some("message.max.bytes"), Check::Int(0, i32::MAX as i64),
+        "The largest record batch a producer may append (MESSAGE_TOO_LARGE above it); a \
+         change applies to the next append."),
+    def("message.timestamp.after.max.ms", T::Long, Kafka("3600000"),
+        Some("log.message.timestamp.after.max.ms"), Check::Long(0),
+        "Has no effect here: record timestamps are not checked."),
+    def("message.timestamp.before.max.ms", T::Long, Kafka(LONG_MAX),
+        Some("log.message.timestamp.before.max.ms"), Check::Long(0),
+        "Has no effect here: record timestamps are not checked."),
+    def(MESSAGE_TIMESTAMP_TYPE, T::String, Kafka("CreateTime"),
+        Some("log.message.timestamp.type"), Check::OneOf(&["CreateTime", "LogAppendTime"]),
+        "Has no effect here: batches keep the producer's timestamps (CreateTime)."),
+    def("min.cleanable.dirty.ratio", T::Double, Kafka("0.5"),
+        Some("log.cleaner.min.cleanable.ratio"), Check::Ratio,
+        "Has no effect here: the log is never compacted."),
+    def("min.compaction.lag.ms", T::Long, Kafka("0"), Some("log.cleaner.min.compaction.lag.ms"),
+        Check::Long(0),
+        "Has no effect here: the log is never compacted."),
+    def(MIN_INSYNC_REPLICAS, T::Int, Broker(|b| b.min_insync_replicas.to_string()),
+        Some("min.insync.replicas"), Check::Int(1, i32::MAX as i64),
+        "Replicas (leader included) that must be in the ISR for an acks=all produce to be \
+         accepted (else NOT_ENOUGH_REPLICAS) and for the high watermark to advance; the \
+         replication factor caps it. A change applies at once, on every broker."),
+    def("preallocate", T::Boolean, Kafka("false"), Some("log.preallocate"), Check::Bool,
+        "Has no effect here: the log is in memory and has no segment files."),
+    def("remote.copy.lag.bytes", T::Long, Kafka("-1"), Some("log.remote.copy.lag.bytes"),
+        Check::Long(-1),
+        "Has no effect here: there is no tiered storage."),
+    def("remote.copy.lag.ms", T::Long, Kafka("0"), Some("log.remote.copy.lag.ms"),
+        Check::Long(0),
+        "Has no effect here: there is no tiered storage."),
+    def("remote.log.copy.disable", T::Boolean, Kafka("false"), None, Check::Bool,
+        "Has no effect here: there is no tiered storage."),
+    def("remote.log.delete.on.disable", T::Boolean, Kafka("false"), None, Check::Bool,
+        "Has no effect here: there is no tiered storage."),
+    def("remote.storage.enable", T::Boolean, Kafka("false"), None, Check::LocalOnly,
+        "Tiered storage is off on this broker, as on a Kafka broker without \
+         remote.log.storage.system.enable: only false is accepted."),
+    def(RETENTION_BYTES, T::Long, Broker(|b| b.retention_bytes.to_string()),
+        Some("log.retention.bytes"), Check::Long(i64::MIN),
+        "Bytes a partition may hold before its oldest batches below the high watermark are \
+         deleted; negative keeps everything (up to log.memory.max.bytes). A change applies \
+         at once (Kafka applies it on its next retention check)."),
+    def(RETENTION_MS, T::Long, Kafka("604800000"), None, Check::Long(-1),
+        "Has no effect here: batches are deleted by retention.bytes and \
+         log.memory.max.bytes, never by age."),
+    def("segment.bytes", T::Int, Kafka("1073741824"), Some("log.segment.bytes"),
+        Check::Int(1_048_576, i32::MAX as i64),
+        "Has no effect here: the in-memory log is one list of batches, not segments."),
+    def("segment.index.bytes", T::Int, Kafka("10485760"), Some("log.index.size.max.bytes"),
+        Check::Int(4, i32::MAX as i64),
+        "Has no effect here: the in-memory log needs no offset index."),
+    def("segment.jitter.ms", T::Long, Kafka("0"), None, Check::Long(0),
+        "Has no effect here: the in-memory log is one list of batches, not segments."),
+    def("segment.ms", T::Long, Kafka("604800000"), None, Check::Long(1),
+        "Has no effect here: the in-memory log is one list of batches, not segments."),
+    def(UNCLEAN_LEADER_ELECTION_ENABLE, T::Boolean,
+        Broker(|b| b.unclean_leader_election_enable.to_string()),
+        Some("unclean.leader.election.enable"), Check::Bool,
+        "With several brokers: whether a partition whose in-sync replicas are all down may \
+         elect another live replica, which loses what only the ISR held. Turning it on \
+         elects such a leader at once."),
 ];
+
+/// A topic config by name.
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// One value a config's synonyms list (DescribeConfigs v1+ with `include_synonyms`):
+/// the topic's own setting, then the broker's, then the default, as Kafka lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    /// The name at that level (`log.retention.bytes` for the broker's `retention.bytes`).
+    pub name: String,
+    /// Its value there.
+    pub value: String,
+    /// Which level.
+    pub source: ConfigSource,
+}
 
 /// One topic's value of one config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,106 +275,110 @@ pub struct ConfigEntry {
     pub source: ConfigSource,
     /// Kafka's type.
     pub config_type: ConfigType,
-    /// Whether it can be set (on CreateTopics).
+    /// Whether it cannot be altered.
     pub read_only: bool,
     /// What it does here.
     pub doc: &'static str,
+    /// Where else a value could come from, most specific first.
+    pub synonyms: Vec<ConfigSynonym>,
 }
 
-/// Every setting under its Kafka name, as DescribeConfigs reports a broker's
-/// configuration (`admin.token` is marked sensitive and its value withheld).
-pub fn describe_broker(config: &BrokerConfig) -> Vec<ConfigEntry> {
-    let Ok(serde_json::Value::Object(settings)) = serde_json::to_value(config) else {
-        return Vec::new();
-    };
-    settings
-        .into_iter()
-        .map(|(name, value)| {
-            let config_type = match &value {
-                _ if name == "admin.token" => ConfigType::Password,
-                serde_json::Value::Bool(_) => ConfigType::Boolean,
-                serde_json::Value::Number(n)
-                    if n.as_i64().is_some_and(|n| i32::try_from(n).is_ok()) =>
-                {
-                    ConfigType::Int
-                }
-                serde_json::Value::Number(_) => ConfigType::Long,
-                _ => ConfigType::String,
-            };
-            let value = match value {
-                serde_json::Value::String(s) => s,
-                serde_json::Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            ConfigEntry {
-                name,
-                value,
-                source: ConfigSource::StaticBroker,
-                config_type,
-                read_only: true,
-                doc: "",
-            }
-        })
-        .collect()
+/// The Kafka error for a bad config, with Kafka's wording.
+fn invalid(message: String) -> TopicError {
+    TopicError::new(ResponseError::InvalidConfig, message)
 }
 
-/// A topic's configs, resolved from what its creator set and the broker's defaults.
+/// A topic's configs, resolved from what its creator (or a later alter) set and the
+/// broker's defaults.
 #[derive(Debug, Clone)]
 pub struct TopicConfig {
+    /// The values set for the topic, checked and in canonical form, in table order.
+    overrides: Vec<(String, String)>,
     entries: Vec<ConfigEntry>,
 }
 
 impl TopicConfig {
     /// Resolves every config: the value `set` gives it, else its fallback. Unknown names,
-    /// read-only configs, bad values and names given twice are INVALID_CONFIG.
+    /// bad values and names given twice are INVALID_CONFIG, worded as Kafka words them.
     pub fn resolve(broker: &BrokerConfig, set: &[(String, String)]) -> Result<Self, TopicError> {
-        let invalid = |message: String| TopicError::new(ResponseError::InvalidConfig, message);
         for (i, (name, _)) in set.iter().enumerate() {
-            let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.name == name) else {
-                let settable: Vec<&str> = TOPIC_CONFIGS
-                    .iter()
-                    .filter(|d| d.settable())
-                    .map(|d| d.name)
-                    .collect();
-                return Err(invalid(format!(
-                    "unsupported topic config {name:?}; supported: {}",
-                    settable.join(", ")
-                )));
-            };
-            if !def.settable() {
-                return Err(invalid(format!("{name} cannot be set on this broker")));
+            if topic_config_def(name).is_none() {
+                return Err(invalid(format!("Unknown topic config name: {name}")));
             }
             if set[..i].iter().any(|(earlier, _)| earlier == name) {
                 return Err(invalid(format!("{name} is given more than once")));
             }
         }
-        let entries = TOPIC_CONFIGS
-            .iter()
-            .map(|def| {
-                let given = set.iter().find(|(name, _)| name == def.name);
-                let (value, source) = match (given, def.parse) {
-                    (Some((_, value)), Some(parse)) => (
-                        parse(value).map_err(|why| {
-                            invalid(format!("invalid value {value:?} for {}: {why}", def.name))
-                        })?,
-                        ConfigSource::DynamicTopic,
-                    ),
-                    _ => match def.fallback {
-                        Fallback::Broker(read) => (read(broker), ConfigSource::StaticBroker),
-                        Fallback::Kafka(value) => (value.to_string(), ConfigSource::Default),
-                    },
-                };
-                Ok(ConfigEntry {
-                    name: def.name.to_string(),
-                    value,
-                    source,
-                    config_type: def.config_type,
-                    read_only: !def.settable(),
-                    doc: def.doc,
-                })
-            })
-            .collect::<Result<Vec<_>, TopicError>>()?;
-        Ok(TopicConfig { entries })
+        let defaults = BrokerConfig::default();
+        let mut overrides = Vec::new();
+        let mut entries = Vec::with_capacity(TOPIC_CONFIGS.len());
+        for def in TOPIC_CONFIGS {
+            let given = set.iter().find(|(name, _)| name == def.name);
+            let mut synonyms = Vec::new();
+            let own = match given {
+                Some((_, value)) => {
+                    let value = def.check.check(value).map_err(|why| {
+                        invalid(format!(
+                            "Invalid value {value} for configuration {}: {why}",
+                            def.name
+                        ))
+                    })?;
+                    overrides.push((def.name.to_string(), value.clone()));
+                    synonyms.push(ConfigSynonym {
+                        name: def.name.to_string(),
+                        value: value.clone(),
+                        source: ConfigSource::DynamicTopic,
+                    });
+                    Some(value)
+                }
+                None => None,
+            };
+            let (fallback, fallback_source, default) = match def.fallback {
+                Broker(read) => {
+                    let (value, default) = (read(broker), read(&defaults));
+                    let source = if value == default {
+                        ConfigSource::Default
+                    } else {
+                        ConfigSource::StaticBroker
+                    };
+                    (value, source, default)
+                }
+                Kafka(value) => (value.to_string(), ConfigSource::Default, value.to_string()),
+            };
+            if let Some(synonym) = def.synonym {
+                if fallback_source == ConfigSource::StaticBroker {
+                    synonyms.push(ConfigSynonym {
+                        name: synonym.to_string(),
+                        value: fallback.clone(),
+                        source: ConfigSource::StaticBroker,
+                    });
+                }
+                synonyms.push(ConfigSynonym {
+                    name: synonym.to_string(),
+                    value: default,
+                    source: ConfigSource::Default,
+                });
+            }
+            let (value, source) = match own {
+                Some(value) => (value, ConfigSource::DynamicTopic),
+                None => (fallback, fallback_source),
+            };
+            entries.push(ConfigEntry {
+                name: def.name.to_string(),
+                value,
+                source,
+                config_type: def.config_type,
+                read_only: false,
+                doc: def.doc,
+                synonyms,
+            });
+        }
+        Ok(TopicConfig { overrides, entries })
+    }
+
+    /// The values set for this topic (its DYNAMIC_TOPIC_CONFIG entries), in table order.
+    pub fn overrides(&self) -> &[(String, String)] {
+        &self.overrides
     }
 
     /// Every config with its value and source, in table order.
@@ -350,98 +431,4 @@ impl TopicConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn defaults_come_from_the_broker_or_kafka_and_say_so() {
-        let broker = BrokerConfig {
-            min_insync_replicas: 3,
-            ..BrokerConfig::default()
-        };
-        let config = TopicConfig::resolve(&broker, &[]).unwrap();
-        assert_eq!(config.min_insync_replicas(), 3);
-        let min_isr = config.entry(MIN_INSYNC_REPLICAS).unwrap();
-        assert_eq!(min_isr.source, ConfigSource::StaticBroker);
-        assert!(!min_isr.read_only);
-        let ts = config.entry(MESSAGE_TIMESTAMP_TYPE).unwrap();
-        assert_eq!(
-            (ts.value.as_str(), ts.source),
-            ("CreateTime", ConfigSource::Default)
-        );
-        assert!(ts.read_only);
-        assert_eq!(config.entries().len(), TOPIC_CONFIGS.len());
-    }
-
-    #[test]
-    fn the_broker_is_described_under_kafka_names_and_its_token_is_withheld() {
-        let broker = BrokerConfig {
-            admin_token: Some("s3cret".into()),
-            ..BrokerConfig::default()
-        };
-        let entries = describe_broker(&broker);
-        let find = |name: &str| entries.iter().find(|e| e.name == name).unwrap();
-        let min_isr = find(MIN_INSYNC_REPLICAS);
-        assert_eq!(
-            (min_isr.value.as_str(), min_isr.config_type),
-            ("2", ConfigType::Int)
-        );
-        assert_eq!(
-            find("auto.create.topics.enable").config_type,
-            ConfigType::Boolean
-        );
-        assert_eq!(find("listeners").value, "127.0.0.1:9092");
-        assert_eq!(find("admin.token").config_type, ConfigType::Password);
-        assert!(entries
-            .iter()
-            .all(|e| e.source == ConfigSource::StaticBroker && e.read_only));
-        // The handler withholds PASSWORD values; make sure nothing else would leak it.
-        assert!(entries
-            .iter()
-            .filter(|e| e.name != "admin.token")
-            .all(|e| !e.value.contains("s3cret")));
-    }
-
-    #[test]
-    fn values_set_by_the_creator_are_checked_and_marked_as_topic_configs() {
-        let broker = BrokerConfig::default();
-        let config = TopicConfig::resolve(
-            &broker,
-            &set(&[
-                (MIN_INSYNC_REPLICAS, "1"),
-                (RETENTION_BYTES, "4096"),
-                (CLEANUP_POLICY, "delete,compact"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(config.min_insync_replicas(), 1);
-        assert_eq!(config.retention_bytes(), 4096);
-        let policy = config.entry(CLEANUP_POLICY).unwrap();
-        assert_eq!(
-            (policy.value.as_str(), policy.source),
-            ("compact,delete", ConfigSource::DynamicTopic)
-        );
-        assert_eq!(config.log_config(&broker).min_insync_replicas, 1);
-
-        for bad in [
-            set(&[(MIN_INSYNC_REPLICAS, "0")]),
-            set(&[(MIN_INSYNC_REPLICAS, "two")]),
-            set(&[(MIN_INSYNC_REPLICAS, "99999999999")]),
-            set(&[(RETENTION_BYTES, "-2")]),
-            set(&[(CLEANUP_POLICY, "shred")]),
-            set(&[(MESSAGE_TIMESTAMP_TYPE, "LogAppendTime")]),
-            set(&[("segment.bytes", "1")]),
-            set(&[(RETENTION_BYTES, "1"), (RETENTION_BYTES, "2")]),
-        ] {
-            let err = TopicConfig::resolve(&broker, &bad).unwrap_err();
-            assert_eq!(err.error, ResponseError::InvalidConfig, "{bad:?}");
-        }
-    }
-}
+mod tests;

@@ -28,7 +28,7 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::partition::{PartitionHandle, TopicPartition};
 
-pub use config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};
+pub use config::{ConfigEntry, ConfigSource, ConfigSynonym, ConfigType, TopicConfig};
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
 pub const INTERNAL_TOPICS: &[&str] = &[OFFSETS_TOPIC, "__transaction_state"];
@@ -198,6 +198,19 @@ impl Topic {
                 Arc::new(PartitionHandle::new(tp, log))
             })
             .collect()
+    }
+
+    /// The same topic (name, id, the very partition handles) with other configs: what
+    /// an altered topic config replaces it with in the registry.
+    pub fn with_config(&self, config: TopicConfig) -> Topic {
+        Topic {
+            name: self.name.clone(),
+            id: self.id,
+            partitions: self.partitions.clone(),
+            replication_factor: self.replication_factor,
+            config,
+            internal: self.internal,
+        }
     }
 
     /// A partition by index.
@@ -374,6 +387,30 @@ impl TopicRegistry {
         drop(topics);
         self.changed.send_modify(|generation| *generation += 1);
         Ok(grown)
+    }
+
+    /// Puts `topic` in place of the registered topic of the same name and id (its
+    /// configs were altered). Requests already holding the old `Arc<Topic>` finish with
+    /// it; the partitions are the same either way. UNKNOWN_TOPIC_OR_PARTITION if that
+    /// topic is gone (deleted, or deleted and created again under a new id).
+    pub fn replace(&self, topic: Topic) -> Result<Arc<Topic>, TopicError> {
+        let mut topics = self.topics.write();
+        match topics.get(&topic.name) {
+            Some(existing) if existing.id == topic.id => {
+                // The registered partitions, not the caller's copy: CreatePartitions may
+                // have added some since the caller read the topic.
+                let topic = Arc::new(Topic {
+                    partitions: existing.partitions.clone(),
+                    ..topic
+                });
+                topics.insert(topic.name.clone(), topic.clone());
+                Ok(topic)
+            }
+            _ => Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("The topic '{}' does not exist.", &*topic.name),
+            )),
+        }
     }
 
     /// Removes a topic; its partitions are marked deleted.

@@ -370,6 +370,23 @@ impl Partition {
         &self.config
     }
 
+    /// Runs with `config` from now on (its topic's configs were altered). A lower
+    /// `min.insync.replicas` may let the high watermark move at once (KIP-966 holds it
+    /// while the ISR is below the minimum); a higher one refuses the next `acks=all`
+    /// append if the ISR is too small. `retention.bytes` is applied by the next
+    /// [`enforce_retention`](Self::enforce_retention), `max.message.bytes` by the next
+    /// append.
+    pub fn set_config(&mut self, config: LogConfig) -> PartitionChange {
+        let before = self.marks();
+        self.config = config;
+        self.maybe_advance_high_watermark();
+        PartitionChange {
+            before,
+            after: self.marks(),
+            new_isr: None,
+        }
+    }
+
     /// All replicas; this broker first (so, while it leads, the leader first).
     pub fn replicas(&self) -> &[i32] {
         &self.replicas

@@ -440,3 +440,35 @@ fn snapshot_shows_followers_and_serializes() {
     assert_eq!(json["topic"], "t");
     serde_json::to_string(p.follower(2).unwrap()).unwrap();
 }
+
+#[test]
+fn an_altered_min_isr_applies_at_once_both_ways() {
+    // The followers never fetch: after the lag they leave the ISR, and with min ISR 2 the
+    // high watermark is held (KIP-966).
+    let mut p = three_replicas();
+    p.append_as_leader(BatchBuilder::new(2).bytes(), 1, 1)
+        .unwrap();
+    assert_eq!(p.maybe_shrink_isr(LAG + 1).removed, vec![2, 3]);
+    assert_eq!(p.high_watermark(), 0);
+    // Lowered to 1: the leader alone is enough, and the HW moves now, not on the next
+    // append.
+    let lowered = p.set_config(LogConfig {
+        min_insync_replicas: 1,
+        ..LogConfig::default()
+    });
+    assert!(lowered.high_watermark_advanced());
+    assert_eq!(p.high_watermark(), 2);
+    // Raised to 3 (above the ISR of 1): acks=all is refused, acks=1 still appends.
+    p.set_config(LogConfig {
+        min_insync_replicas: 3,
+        ..LogConfig::default()
+    });
+    assert!(matches!(
+        p.append_as_leader(BatchBuilder::new(1).bytes(), -1, LAG + 2),
+        Err(AppendError::NotEnoughReplicas { .. })
+    ));
+    assert!(p
+        .append_as_leader(BatchBuilder::new(1).bytes(), 1, LAG + 2)
+        .is_ok());
+    assert_eq!(p.snapshot().min_insync_replicas, 3);
+}

@@ -26,34 +26,29 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
         };
         let result = &response.topics[0];
         assert_eq!(result.error_code, 0, "v{version}");
-        let sources: Vec<(&str, Option<&str>, i8, bool)> = result
-            .configs
-            .as_ref()
-            .expect("v5+ reports the configs")
-            .iter()
-            .map(|c| {
-                (
-                    c.name.as_str(),
-                    c.value.as_deref(),
-                    c.config_source,
-                    c.read_only,
-                )
-            })
-            .collect();
-        let retention = apis.replica_manager.config.retention_bytes.to_string();
-        let max_message = apis.replica_manager.config.message_max_bytes.to_string();
+        let configs = result.configs.as_ref().expect("v5+ reports the configs");
         assert_eq!(
-            sources,
-            vec![
-                ("min.insync.replicas", Some("1"), 1, false),
-                ("retention.bytes", Some(retention.as_str()), 4, false),
-                ("max.message.bytes", Some(max_message.as_str()), 4, false),
-                ("cleanup.policy", Some("delete"), 5, false),
-                ("unclean.leader.election.enable", Some("false"), 4, false),
-                ("message.timestamp.type", Some("CreateTime"), 5, true),
-            ],
-            "v{version}"
+            configs.len(),
+            37,
+            "v{version}: every topic config Kafka 4.4 has"
         );
+        let find = |key: &str| {
+            configs
+                .iter()
+                .find(|c| c.name.as_str() == key)
+                .map(|c| (c.value.as_deref(), c.config_source, c.read_only))
+        };
+        // Set by the creator (1); the broker's settings at their defaults and Kafka's
+        // own defaults (5); every config can be altered.
+        assert_eq!(find("min.insync.replicas"), Some((Some("1"), 1, false)));
+        assert_eq!(find("retention.bytes"), Some((Some("-1"), 5, false)));
+        assert_eq!(find("max.message.bytes"), Some((Some("1048588"), 5, false)));
+        assert_eq!(find("cleanup.policy"), Some((Some("delete"), 5, false)));
+        assert_eq!(
+            find("message.timestamp.type"),
+            Some((Some("CreateTime"), 5, false))
+        );
+        assert_eq!(find("segment.bytes"), Some((Some("1073741824"), 5, false)));
 
         // An empty key list asks for every key, as a null one does.
         let describe = DescribeConfigsRequest::default().with_resources(vec![
@@ -67,10 +62,21 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
         else {
             panic!("not a DescribeConfigs response");
         };
-        // (name, ConfigSource, read only, ConfigType: 2 string, 3 int, 5 long, 7 list)
+        // (name, ConfigSource, read only, ConfigType: 1 boolean, 2 string, 3 int, 5 long,
+        // 7 list), of the keys the table had before it had all 37.
+        let shared = [
+            "min.insync.replicas",
+            "cleanup.policy",
+            "max.message.bytes",
+            "message.timestamp.type",
+            "unclean.leader.election.enable",
+            "retention.bytes",
+        ];
+        assert_eq!(described.results[0].configs.len(), 37);
         let entries: Vec<(&str, i8, bool, i8)> = described.results[0]
             .configs
             .iter()
+            .filter(|c| shared.contains(&c.name.as_str()))
             .map(|c| (c.name.as_str(), c.config_source, c.read_only, c.config_type))
             .collect();
         // In Kafka 4.4's order (its java.util.HashMap's), not the table's.
@@ -79,10 +85,27 @@ fn create_topics_and_describe_configs_say_where_each_value_comes_from() {
             vec![
                 ("min.insync.replicas", 1, false, 3),
                 ("cleanup.policy", 5, false, 7),
-                ("max.message.bytes", 4, false, 3),
-                ("message.timestamp.type", 5, true, 2),
-                ("unclean.leader.election.enable", 4, false, 1),
-                ("retention.bytes", 4, false, 5),
+                ("max.message.bytes", 5, false, 3),
+                ("message.timestamp.type", 5, false, 2),
+                ("unclean.leader.election.enable", 5, false, 1),
+                ("retention.bytes", 5, false, 5),
+            ]
+        );
+        // The whole list in Kafka 4.4's order, as measured against it.
+        let first: Vec<&str> = described.results[0]
+            .configs
+            .iter()
+            .take(5)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(
+            first,
+            vec![
+                "compression.type",
+                "errors.deadletterqueue.group.enable",
+                "remote.copy.lag.bytes",
+                "remote.log.delete.on.disable",
+                "leader.replication.throttled.replicas"
             ]
         );
     }

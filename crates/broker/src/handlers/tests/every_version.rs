@@ -25,6 +25,8 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::DeleteTopics, delete_topics),
     (ApiKey::DeleteRecords, delete_records),
     (ApiKey::DescribeConfigs, describe_configs),
+    (ApiKey::AlterConfigs, alter_configs),
+    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs),
     (ApiKey::FindCoordinator, find_coordinator),
     (ApiKey::JoinGroup, join_group),
     (ApiKey::SyncGroup, sync_group),
@@ -304,6 +306,65 @@ fn describe_configs(_v: i16) -> Vec<RequestKind> {
             DescribeConfigsResource::default()
                 .with_resource_type(2)
                 .with_resource_name(StrBytes::from_static_str("nope")),
+        ]),
+    )]
+}
+
+fn incremental_alter_configs(_v: i16) -> Vec<RequestKind> {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let config = |name: &str, op: i8, value: Option<&str>| {
+        AlterableConfig::default()
+            .with_name(text(name))
+            .with_config_operation(op)
+            .with_value(value.map(text))
+    };
+    let resource = |resource_type: i8, name: &str, configs: Vec<AlterableConfig>| {
+        AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(text(name))
+            .with_configs(configs)
+    };
+    [false, true]
+        .into_iter()
+        .map(|validate_only| {
+            RequestKind::IncrementalAlterConfigs(
+                IncrementalAlterConfigsRequest::default()
+                    .with_validate_only(validate_only)
+                    .with_resources(vec![
+                        resource(2, "t", vec![config("retention.bytes", 0, Some("4096"))]),
+                        resource(2, "t", vec![config("cleanup.policy", 2, Some("compact"))]),
+                        resource(2, "nope", vec![config("retention.ms", 1, None)]),
+                        resource(4, "1", vec![config("num.partitions", 0, Some("3"))]),
+                        resource(9, "x", vec![config("a", 9, None)]),
+                    ]),
+            )
+        })
+        .collect()
+}
+
+fn alter_configs(_v: i16) -> Vec<RequestKind> {
+    use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let resource = |resource_type: i8, name: &str, configs: &[(&str, Option<&str>)]| {
+        AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(text(name))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(text(k))
+                            .with_value(v.map(text))
+                    })
+                    .collect(),
+            )
+    };
+    vec![RequestKind::AlterConfigs(
+        AlterConfigsRequest::default().with_resources(vec![
+            resource(2, "t", &[("retention.bytes", Some("4096"))]),
+            resource(2, "nope", &[]),
+            resource(2, "", &[("retention.ms", None)]),
+            resource(4, "1", &[("num.partitions", Some("3"))]),
         ]),
     )]
 }

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Values that have broken brokers: empty, huge, negative, extreme.
-mod values {
+pub(super) mod values {
     use rand::rngs::StdRng;
     use rand::seq::SliceRandom;
     use rand::Rng;

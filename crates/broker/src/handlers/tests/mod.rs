@@ -11,14 +11,20 @@
 //! - `partitions`: what CreatePartitions answers, and what partitions it adds take;
 //! - `offset_delete`: what OffsetDelete answers, and that a reload keeps it deleted;
 //! - `log_dirs`: what DescribeLogDirs answers;
-//! - `hostile`: structurally valid group requests with hostile values, at every version.
+//! - `configs`: IncrementalAlterConfigs and AlterConfigs, seen through DescribeConfigs
+//!   and produces;
+//! - `hostile`: structurally valid group requests, and CreatePartitions, OffsetDelete and
+//!   DescribeLogDirs, with hostile values, at every version;
+//! - `hostile_configs`: the same for the three config APIs.
 
 mod admin;
+mod configs;
 mod delete_records;
 mod every_version;
 mod fetch_edges;
 mod group_life;
 mod hostile;
+mod hostile_configs;
 mod log_dirs;
 mod offset_delete;
 mod partitions;
