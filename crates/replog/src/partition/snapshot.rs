@@ -23,8 +23,14 @@ pub struct FollowerSnapshot {
     pub last_caught_up_time_ms: u64,
     /// Whether it is in the ISR.
     pub in_isr: bool,
-    /// Its log start offset, as its last fetch reported it (-1 before one did).
+    /// Its log start offset, as its last fetch reported it (-1 before one did). Absent
+    /// from older brokers' snapshots, read as unknown.
+    #[serde(default = "unknown_offset")]
     pub log_start_offset: i64,
+}
+
+fn unknown_offset() -> i64 {
+    UNKNOWN_OFFSET
 }
 
 /// A serializable picture of a partition, for the state API and the web view.
