@@ -27,6 +27,7 @@ use crate::observe::Observation;
 use crate::target::{find_coordinator_request, topic_name, Target};
 
 pub mod clients;
+pub mod configs;
 pub mod fetch;
 pub mod group_requests;
 pub mod groups;
@@ -78,6 +79,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(leader_epochs::scenarios());
     all.extend(metadata::scenarios());
     all.extend(topics::scenarios());
+    all.extend(configs::scenarios());
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());
