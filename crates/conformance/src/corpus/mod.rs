@@ -28,6 +28,7 @@ use crate::target::{find_coordinator_request, topic_name, Target};
 
 pub mod clients;
 pub mod delete_records;
+pub mod configs;
 pub mod fetch;
 pub mod group_requests;
 pub mod groups;
@@ -80,6 +81,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(metadata::scenarios());
     all.extend(topics::scenarios());
     all.extend(delete_records::scenarios());
+    all.extend(configs::scenarios());
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());

@@ -49,33 +49,16 @@ pub fn scenarios() -> Vec<Scenario> {
             "describe_configs/a topic",
             true,
             describe_topic_configs,
-            &[
-                ("config_count", DESCRIBE_CONFIGS_SUBSET),
-                ("retention.ms", DESCRIBE_CONFIGS_SUBSET),
-                (
-                    "min.insync.replicas",
-                    "Kafka 4.4's controller keeps min.insync.replicas as a cluster-wide \
-                     dynamic default (source 3, written for ELR); ours comes from \
-                     broker.toml (static, source 4)"
-                ),
-                (
-                    "max.message.bytes",
-                    "ours falls back to message.max.bytes set in config/broker.toml (static, \
-                     source 4); Kafka's is its default (source 5)"
-                ),
-                (
-                    "message.timestamp.type",
-                    "read-only here: this broker cannot alter configs yet"
-                ),
-            ]
+            &[(
+                "min.insync.replicas",
+                "Kafka 4.4's controller keeps min.insync.replicas as a cluster-wide dynamic \
+                 default (source 3, written for ELR); ours is the broker's setting, at its \
+                 default (source 5)"
+            )]
         ),
         scenario!("describe_configs/errors", true, describe_config_errors),
     ]
 }
-
-/// Why DescribeConfigs of a topic differs in what it lists.
-const DESCRIBE_CONFIGS_SUBSET: &str =
-    "DescribeConfigs returns 5 of Kafka's 37 topic configs; issue 21 does the full table";
 
 fn creatable(
     topic: &str,
