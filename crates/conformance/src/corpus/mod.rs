@@ -26,6 +26,7 @@ use kafka_protocol::records::{
 use crate::observe::Observation;
 use crate::target::{find_coordinator_request, topic_name, Target};
 
+pub mod admin;
 pub mod clients;
 pub mod fetch;
 pub mod group_requests;
@@ -78,6 +79,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(leader_epochs::scenarios());
     all.extend(metadata::scenarios());
     all.extend(topics::scenarios());
+    all.extend(admin::scenarios());
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());
