@@ -23,7 +23,8 @@ use super::group_requests::{
     commit_code, commit_request, fetch_offsets, gid, join_alone, leave, JOIN_VERSION,
 };
 use super::{
-    consumer_offsets_topic, high_watermark, produce, scenario, see_produce, values, Ctx, Scenario,
+    consumer_offsets_topic, high_watermark, list_offset, produce, scenario, see_produce, values,
+    Ctx, Scenario,
 };
 use crate::observe::{error_name, Observation};
 use crate::target::{name, topic_name, Target, LEADER};
@@ -194,6 +195,13 @@ async fn create_partitions_grow(t: &mut Target, c: &Ctx) -> Result<Observation> 
                 ),
             );
         }
+    }
+    // Kafka answers CreatePartitions before its brokers have applied the new partitions
+    // (Metadata may list node 1 as the leader while node 1 still answers
+    // NOT_LEADER_OR_FOLLOWER): wait until node 1 serves partition 2.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while list_offset(t, &topic, 2, -1).await?.0 != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let (p, _) = produce(t, &topic, 2, -1, 10_000, values("new", 3)).await?;
     see_produce(&mut o, "produce_p2.", &p);
