@@ -7,7 +7,8 @@
 - OffsetDelete (kafka-python `KafkaAdminClient.delete_group_offsets`; confluent-kafka 2.x
   has no call for it): an active consumer group keeps the offsets of the topic it
   subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and loses those of another; an unknown group
-  is GROUP_ID_NOT_FOUND.
+  is GROUP_ID_NOT_FOUND; what it deletes stays deleted when the group's coordinator is
+  killed and another broker takes over its `__consumer_offsets` partition.
 - DescribeLogDirs (kafka-python `describe_log_dirs`; confluent-kafka 2.x has none either):
   each broker reports its one in-memory log directory with the partitions it hosts, leader
   and follower copies alike, and their sizes.
@@ -171,3 +172,49 @@ def test_describe_log_dirs_lists_every_hosted_copy_in_the_in_memory_dir(cluster)
         sizes[answer["broker"]] = partition["partition_size"]
     # The leader's log and both followers' copies hold the same batches.
     assert len(set(sizes.values())) == 1 and sizes[1] > 300, sizes
+
+
+def offsets_partition(group, partitions=50):
+    """The `__consumer_offsets` partition of `group`: abs(Java's String.hashCode) % 50."""
+    h = 0
+    for unit in group.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def test_deleted_offsets_stay_deleted_when_the_coordinator_fails_over(cluster):
+    # The deletion is a tombstone in __consumer_offsets, replicated before the answer: the
+    # broker elected in the coordinator's place replays it after the commit and ends
+    # without the offset. (Had only the old coordinator's memory forgotten it, the new one
+    # would read the commit back.)
+    create(cluster, "moved", 2)
+    group = "movers"
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition("moved", 0, 4), TopicPartition("moved", 1, 9)], asynchronous=False)
+    committer.close()
+    kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert kafka_admin.delete_group_offsets(group, [KafkaTopicPartition("moved", 0)]) == {
+            KafkaTopicPartition("moved", 0): NoError
+        }
+    finally:
+        kafka_admin.close()
+
+    p = offsets_partition(group)
+    coordinator = cluster.partition("__consumer_offsets", p)["leader"]
+    cluster.broker(coordinator, "kill")
+    wait_for(f"__consumer_offsets-{p} to fail over",
+             lambda: cluster.partition("__consumer_offsets", p)["leader"] not in (-1, coordinator))
+    try:
+        reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+        committed = {
+            tp.partition: tp.offset
+            for tp in reader.committed([TopicPartition("moved", 0), TopicPartition("moved", 1)], 30)
+        }
+        reader.close()
+        assert committed[1] == 9, "the offset not deleted is still there"
+        assert committed[0] < 0, "the deleted offset came back on the new coordinator"
+    finally:
+        cluster.broker(coordinator, "restart")

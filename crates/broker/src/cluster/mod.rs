@@ -10,7 +10,8 @@
 //! One in-process controller ([`controller::Controller`], KRaft's metadata without the
 //! quorum) owns each partition's replicas, leader, leader epoch and ISR. Topic creation goes
 //! through it: it assigns replicas the way Kafka does, and every broker creates the
-//! partitions and takes the role it was given. A leader's ISR changes go to it (Kafka's
+//! partitions and takes the role it was given; so does adding partitions to a topic
+//! (`partitions.rs`). A leader's ISR changes go to it (Kafka's
 //! AlterPartition), and Metadata on any broker answers its view.
 //!
 //! Brokers can be killed, restarted and shut down (`lifecycle.rs`): the controller elects

@@ -47,6 +47,12 @@ pub struct GroupMetadataManager {
     pub num_partitions: i32,
     /// `offsets.commit.timeout.ms`.
     pub commit_timeout_ms: u64,
+    /// The partition count groups are spread over, fixed the first time the topic is
+    /// seen, as Kafka's coordinator fixes it when it starts: partitions added to
+    /// `__consumer_offsets` later (CreatePartitions) do not move any group away from the
+    /// partition that holds its state. 0 until then; taken again if the topic is found
+    /// with fewer partitions (deleted and created anew).
+    spread: std::sync::atomic::AtomicI32,
 }
 
 impl GroupMetadataManager {
@@ -55,6 +61,7 @@ impl GroupMetadataManager {
         GroupMetadataManager {
             num_partitions: rm.config.offsets_topic_num_partitions,
             commit_timeout_ms: rm.config.offsets_commit_timeout_ms.max(0) as u64,
+            spread: std::sync::atomic::AtomicI32::new(0),
             rm: Arc::downgrade(rm),
         }
     }
@@ -65,13 +72,20 @@ impl GroupMetadataManager {
     }
 
     /// The partition count in force: the topic's own once it exists (so a topic created
-    /// with another count keeps every group in a partition that exists), else the config.
+    /// with another count keeps every group in a partition that exists), as it was when
+    /// first seen; else the config.
     fn partitions(&self) -> i32 {
-        self.rm
-            .upgrade()
-            .and_then(|rm| rm.topic(OFFSETS_TOPIC))
-            .map(|t| t.partitions.len() as i32)
-            .unwrap_or(self.num_partitions)
+        use std::sync::atomic::Ordering;
+        let Some(topic) = self.rm.upgrade().and_then(|rm| rm.topic(OFFSETS_TOPIC)) else {
+            return self.num_partitions;
+        };
+        let now = topic.partitions.len() as i32;
+        let fixed = self.spread.load(Ordering::Acquire);
+        if fixed > 0 && fixed <= now {
+            return fixed;
+        }
+        self.spread.store(now, Ordering::Release);
+        now
     }
 
     /// `__consumer_offsets-N` for `group`.
@@ -90,7 +104,7 @@ impl GroupMetadataManager {
         let Some(topic) = rm.topic(OFFSETS_TOPIC) else {
             return Ok(());
         };
-        let index = records::partition_for(group, topic.partitions.len() as i32);
+        let index = self.partition_for(group);
         match topic.partitions.get(index as usize) {
             Some(p) if p.lock().is_leader() => Ok(()),
             _ => Err(ResponseError::NotCoordinator),

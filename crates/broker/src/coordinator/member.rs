@@ -214,3 +214,26 @@ impl MemberMetadata {
             .find(|name| candidates.contains(name))
     }
 }
+
+/// The protocol type of consumer groups, whose member metadata is a
+/// `ConsumerProtocolSubscription`.
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// The topics of a consumer subscription: a version, then the body, read as version 0,
+/// the prefix every later version starts with (as Kafka reads it, so that a newer client's
+/// subscription parses too). `None` if the bytes are not one.
+pub fn subscription_topics(metadata: &Bytes) -> Option<Vec<String>> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    let mut buf = metadata.clone();
+    if buf.len() < 2 || bytes::Buf::get_i16(&mut buf) < 0 {
+        return None;
+    }
+    // The bytes come from a client: a decoder failure must not cost the coordinator.
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ConsumerProtocolSubscription::decode(&mut buf, 0)
+    }))
+    .ok()?
+    .ok()?;
+    Some(decoded.topics.iter().map(|t| t.to_string()).collect())
+}

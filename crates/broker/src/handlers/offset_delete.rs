@@ -3,9 +3,10 @@
 //! so that a group that stopped reading a topic no longer shows, or resumes from, what it
 //! committed there.
 //!
-//! Parse: the group and its topics' partitions. A topic this broker does not know is
-//! answered UNKNOWN_TOPIC_OR_PARTITION for each of its partitions without reaching the
-//! coordinator, and listed first, as Kafka's `KafkaApis` answers it. Apply: the group
+//! Parse: the group and its topics' partitions. A partition this broker does not know (of
+//! an unknown topic, or past its topic's count) is answered UNKNOWN_TOPIC_OR_PARTITION
+//! without reaching the coordinator, and listed first within its topic, the topics in
+//! request order, as Kafka 4.4 answers it (the conformance run compares it). Apply: the group
 //! coordinator checks the group and writes tombstones to `__consumer_offsets`
 //! ([`crate::coordinator::GroupCoordinator::handle_delete_offsets`]); the answer waits for
 //! their replication. Respond: a group-level error alone (INVALID_GROUP_ID,
@@ -18,7 +19,9 @@ use std::sync::Arc;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
+use kafka_protocol::messages::{
+    OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind, TopicName,
+};
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
@@ -34,36 +37,36 @@ pub fn handle(
     ctx: &RequestContext,
     req: OffsetDeleteRequest,
 ) -> Reply {
-    let mut unknown: Vec<OffsetDeleteResponseTopic> = Vec::new();
-    let mut known = Vec::new();
+    // Kafka's KafkaApis answers a partition it does not know itself, per partition, and
+    // hands the coordinator the others; its answer lists the topics with unknown
+    // partitions first, in request order, then the coordinator's answers merged in.
+    let mut answered: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    let mut asked: Vec<(TopicName, Vec<i32>)> = Vec::new();
     for topic in req.topics {
-        if rm.topic(topic.name.0.as_str()).is_some() {
-            known.push(topic);
-        } else {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    answer(
-                        p.partition_index,
-                        Some(ResponseError::UnknownTopicOrPartition),
-                    )
-                })
+        let count = rm
+            .topic(topic.name.0.as_str())
+            .map_or(0, |t| t.partitions.len() as i32);
+        let (known, unknown): (Vec<i32>, Vec<i32>) = topic
+            .partitions
+            .iter()
+            .map(|p| p.partition_index)
+            .partition(|p| (0..count).contains(p));
+        if !unknown.is_empty() {
+            let errors = unknown
+                .into_iter()
+                .map(|p| answer(p, Some(ResponseError::UnknownTopicOrPartition)))
                 .collect();
-            unknown.push(
-                OffsetDeleteResponseTopic::default()
-                    .with_name(topic.name)
-                    .with_partitions(partitions),
-            );
+            add(&mut answered, &topic.name, errors);
+        }
+        if !known.is_empty() {
+            asked.push((topic.name, known));
         }
     }
-    let keys: Vec<OffsetKey> = known
+    let keys: Vec<OffsetKey> = asked
         .iter()
-        .flat_map(|t| {
-            let name: Arc<str> = Arc::from(t.name.0.as_str());
-            t.partitions
-                .iter()
-                .map(move |p| (name.clone(), p.partition_index))
+        .flat_map(|(name, partitions)| {
+            let name: Arc<str> = Arc::from(name.0.as_str());
+            partitions.iter().map(move |&p| (name.clone(), p))
         })
         .collect();
     let (tx, rx) = oneshot::channel();
@@ -77,28 +80,40 @@ pub fn handle(
                 Ok(results) => {
                     let errors: HashMap<OffsetKey, Option<ResponseError>> =
                         results.into_iter().collect();
-                    let mut topics = unknown;
-                    topics.extend(known.into_iter().map(|t| {
-                        let name: Arc<str> = Arc::from(t.name.0.as_str());
-                        let partitions = t
-                            .partitions
-                            .iter()
+                    for (name, partitions) in asked {
+                        let key_name: Arc<str> = Arc::from(name.0.as_str());
+                        let results = partitions
+                            .into_iter()
                             .map(|p| {
-                                let key = (name.clone(), p.partition_index);
-                                answer(p.partition_index, errors.get(&key).copied().flatten())
+                                let error = errors.get(&(key_name.clone(), p)).copied().flatten();
+                                answer(p, error)
                             })
                             .collect();
-                        OffsetDeleteResponseTopic::default()
-                            .with_name(t.name)
-                            .with_partitions(partitions)
-                    }));
-                    OffsetDeleteResponse::default().with_topics(topics)
+                        add(&mut answered, &name, results);
+                    }
+                    OffsetDeleteResponse::default().with_topics(answered)
                 }
             };
             let _ = tx.send(ResponseKind::OffsetDelete(response));
         }),
     );
     Reply::from_callback(rx)
+}
+
+/// Appends `partitions` to `topic`'s entry, or adds one for it at the end.
+fn add(
+    topics: &mut Vec<OffsetDeleteResponseTopic>,
+    topic: &TopicName,
+    partitions: Vec<OffsetDeleteResponsePartition>,
+) {
+    match topics.iter_mut().find(|t| t.name == *topic) {
+        Some(entry) => entry.partitions.extend(partitions),
+        None => topics.push(
+            OffsetDeleteResponseTopic::default()
+                .with_name(topic.clone())
+                .with_partitions(partitions),
+        ),
+    }
 }
 
 fn answer(partition: i32, error: Option<ResponseError>) -> OffsetDeleteResponsePartition {

@@ -26,9 +26,10 @@ use kafka_protocol::records::{
 use crate::observe::Observation;
 use crate::target::{find_coordinator_request, topic_name, Target};
 
+pub mod admin;
 pub mod clients;
-pub mod delete_records;
 pub mod configs;
+pub mod delete_records;
 pub mod fetch;
 pub mod group_requests;
 pub mod groups;
@@ -82,6 +83,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(topics::scenarios());
     all.extend(delete_records::scenarios());
     all.extend(configs::scenarios());
+    all.extend(admin::scenarios());
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());

@@ -192,25 +192,21 @@ fn an_active_group_keeps_the_offsets_of_topics_it_reads_and_loses_the_others() {
     let (error, results) = delete_offsets(
         &apis,
         "readers",
-        &[("read", 0), ("dropped", 0), ("nope", 0)],
+        &[("read", 0), ("read", 9), ("dropped", 0), ("nope", 0)],
     );
     assert_eq!(error, 0);
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    let subscribed = ResponseError::GroupSubscribedToTopic.code();
     assert_eq!(
         results,
         vec![
-            (
-                "nope".into(),
-                0,
-                ResponseError::UnknownTopicOrPartition.code()
-            ),
-            (
-                "read".into(),
-                0,
-                ResponseError::GroupSubscribedToTopic.code()
-            ),
+            ("read".into(), 9, unknown),
+            ("read".into(), 0, subscribed),
+            ("nope".into(), 0, unknown),
             ("dropped".into(), 0, 0),
         ],
-        "unknown topics first, then per partition"
+        "as Kafka 4.4 orders it: the topics with unknown partitions first, those partitions \
+         first in each, then the coordinator's answers"
     );
     assert_eq!(
         committed(c, "readers", "read", 0),

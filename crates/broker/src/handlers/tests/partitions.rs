@@ -181,16 +181,6 @@ fn refusals_carry_kafkas_errors_and_messages_and_change_nothing() {
                 Some("Duplicate topic name.".into())
             ),
             (
-                "t".into(),
-                invalid_request,
-                Some("Duplicate topic name.".into())
-            ),
-            (
-                "u".into(),
-                invalid_request,
-                Some("Duplicate topic name.".into())
-            ),
-            (
                 "u".into(),
                 invalid_request,
                 Some("Duplicate topic name.".into())
@@ -201,7 +191,8 @@ fn refusals_carry_kafkas_errors_and_messages_and_change_nothing() {
                 None
             ),
         ],
-        "each entry of a name given twice is refused, first; an unknown topic has no message"
+        "a name given twice is refused once, first (Kafka 4.4's answer); an unknown topic has no \
+         message"
     );
     let invalid_partitions = ResponseError::InvalidPartitions.code();
     let one = |topic: CreatePartitionsTopic| create_partitions(&apis, 3, false, vec![topic]);
@@ -305,4 +296,27 @@ fn validate_only_checks_everything_and_adds_nothing() {
         changes.has_changed().unwrap_or(false),
         "followers must hear of new partitions"
     );
+}
+
+#[test]
+fn partitions_added_to_the_offsets_topic_move_no_group() {
+    // Kafka's coordinator spreads groups over the partition count it started with, so
+    // growing __consumer_offsets does not send a group to a partition without its state.
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    let c = &apis.group_coordinator;
+    c.find_coordinator().expect("__consumer_offsets created");
+    let before: Vec<i32> = (0..20)
+        .map(|i| c.manager.partition_for(&format!("group-{i}")))
+        .collect();
+    let offsets = crate::topics::OFFSETS_TOPIC;
+    let count = partition_count(&apis, offsets) as i32;
+    assert_eq!(
+        create_partitions(&apis, 3, false, vec![grow(offsets, count + 7, None)])[0].1,
+        0
+    );
+    assert_eq!(partition_count(&apis, offsets) as i32, count + 7);
+    let after: Vec<i32> = (0..20)
+        .map(|i| c.manager.partition_for(&format!("group-{i}")))
+        .collect();
+    assert_eq!(before, after);
 }
