@@ -338,10 +338,11 @@ impl TopicConfig {
             let (fallback, fallback_source, default) = match def.fallback {
                 Broker(read) => {
                     let (value, default) = (read(broker), read(&defaults));
-                    let source = if value == default {
-                        ConfigSource::Default
-                    } else {
+                    let key = def.synonym.map(broker::ours).unwrap_or_default();
+                    let source = if broker.is_static(&key, &value, &default) {
                         ConfigSource::StaticBroker
+                    } else {
+                        ConfigSource::Default
                     };
                     (value, source, default)
                 }
