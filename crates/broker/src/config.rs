@@ -153,16 +153,11 @@ pub struct BrokerConfig {
     /// Ours, not Kafka's: broker-wide cap on committed offsets held in the offsets cache.
     #[serde(rename = "group.coordinator.max.committed.offsets")]
     pub group_coordinator_max_committed_offsets: usize,
-    /// The settings the configuration file or a flag gave (Kafka names them
-    /// STATIC_BROKER_CONFIG in DescribeConfigs; the rest are DEFAULT_CONFIG).
-    #[serde(skip)]
-    pub explicit: std::collections::BTreeSet<String>,
 }
 
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            explicit: std::collections::BTreeSet::new(),
             listen: "127.0.0.1:9092".to_string(),
             advertised_host: None,
             broker_id: 1,
@@ -215,18 +210,9 @@ impl BrokerConfig {
 
     /// Parses TOML text and validates it.
     pub fn from_toml(text: &str) -> anyhow::Result<Self> {
-        let mut config: BrokerConfig = toml::from_str(text)?;
-        let table: toml::Table = toml::from_str(text)?;
-        config.explicit = table.keys().cloned().collect();
+        let config: BrokerConfig = toml::from_str(text)?;
         config.validate()?;
         Ok(config)
-    }
-
-    /// Whether the file or a flag gave setting `name` (as the file names it), or it
-    /// differs from the built-in default (a config built in code): DescribeConfigs then
-    /// calls it STATIC_BROKER_CONFIG.
-    pub fn is_static(&self, name: &str, value: &str, default: &str) -> bool {
-        self.explicit.contains(name) || value != default
     }
 
     /// Rejects settings no broker could run with.

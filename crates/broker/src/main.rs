@@ -193,11 +193,9 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
     }
     if let Some(ms) = args.replica_lag_time_max_ms {
         config.replica_lag_time_max_ms = ms;
-        config.explicit.insert("replica.lag.time.max.ms".into());
     }
     if let Some(n) = args.min_insync_replicas {
         config.min_insync_replicas = n;
-        config.explicit.insert("min.insync.replicas".into());
     }
     if let Some(n) = args.followers {
         config.follower_count = n;

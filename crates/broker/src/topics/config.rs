@@ -338,11 +338,10 @@ impl TopicConfig {
             let (fallback, fallback_source, default) = match def.fallback {
                 Broker(read) => {
                     let (value, default) = (read(broker), read(&defaults));
-                    let key = def.synonym.map(broker::ours).unwrap_or_default();
-                    let source = if broker.is_static(&key, &value, &default) {
-                        ConfigSource::StaticBroker
-                    } else {
+                    let source = if value == default {
                         ConfigSource::Default
+                    } else {
+                        ConfigSource::StaticBroker
                     };
                     (value, source, default)
                 }

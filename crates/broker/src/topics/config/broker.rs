@@ -2,9 +2,8 @@
 //! [`BrokerConfig`] under its Kafka name. This broker has no dynamic broker configs (its
 //! settings come from its file and flags, once), so every one is read-only, which is
 //! what Kafka answers for a broker config it cannot update dynamically; the source is
-//! STATIC_BROKER_CONFIG for a setting the file or a flag gave (or, in a config built in
-//! code, one that differs from the built-in default), else DEFAULT_CONFIG, and the
-//! synonyms list both levels, as Kafka's do.
+//! STATIC_BROKER_CONFIG for a setting that differs from the built-in default, else
+//! DEFAULT_CONFIG, and the synonyms list both levels, as Kafka's do.
 
 use crate::config::BrokerConfig;
 
@@ -49,15 +48,6 @@ fn settings(config: &BrokerConfig) -> Vec<(String, String, ConfigType)> {
         .collect()
 }
 
-/// The file's name of a setting Kafka names `kafka`.
-pub fn ours(kafka: &str) -> String {
-    KAFKA_NAMES
-        .iter()
-        .find(|(_, k)| *k == kafka)
-        .map_or(kafka, |(ours, _)| ours)
-        .to_string()
-}
-
 /// Every setting under its Kafka name, as DescribeConfigs reports a broker's
 /// configuration (`admin.token` is marked sensitive; the handler withholds its value).
 pub fn describe_broker(config: &BrokerConfig) -> Vec<ConfigEntry> {
@@ -69,11 +59,10 @@ pub fn describe_broker(config: &BrokerConfig) -> Vec<ConfigEntry> {
                 .iter()
                 .find(|(n, _, _)| *n == name)
                 .map(|(_, v, _)| v.clone());
-            let source = if config.is_static(&ours(&name), &value, default.as_deref().unwrap_or(""))
-            {
-                ConfigSource::StaticBroker
-            } else {
+            let source = if default.as_deref() == Some(value.as_str()) {
                 ConfigSource::Default
+            } else {
+                ConfigSource::StaticBroker
             };
             let mut synonyms = Vec::new();
             if source == ConfigSource::StaticBroker {
