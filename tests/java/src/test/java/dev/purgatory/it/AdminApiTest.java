@@ -6,25 +6,17 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConfigEntry.ConfigSource;
 import org.apache.kafka.clients.admin.ConfigEntry.ConfigSynonym;
-import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.CreatePartitionsOptions;
 import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.ReplicaInfo;
-import org.apache.kafka.clients.admin.TopicDescription;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -37,18 +29,14 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.OffsetOutOfRangeException;
 import org.apache.kafka.common.errors.UnknownMemberIdException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -88,26 +76,28 @@ class AdminApiTest {
     @RegisterExtension
     static final BrokerExtension cluster = new BrokerExtension();
 
+    private static final AdminFixtures fx = new AdminFixtures(cluster, "admin-api-");
+
     // ---------------------------------------------------------------- createPartitions
 
     @Test
     void createPartitionsGrowsATopicAndRefusesFewer() throws Exception {
         String topic = "api-partitions-" + RUN;
-        createTopic(topic, 1);
+        fx.createTopic(topic, 1);
 
         // validateOnly: accepted, nothing created.
         cluster.admin().createPartitions(Map.of(topic, NewPartitions.increaseTo(3)),
                 new CreatePartitionsOptions().validateOnly(true)).all().get();
-        assertEquals(1, describeTopic(topic).partitions().size(), "validateOnly created no partition");
+        assertEquals(1, fx.describeTopic(topic).partitions().size(), "validateOnly created no partition");
         InvalidPartitionsException same = failure(InvalidPartitionsException.class, cluster.admin()
                 .createPartitions(Map.of(topic, NewPartitions.increaseTo(1)),
                         new CreatePartitionsOptions().validateOnly(true)).values().get(topic));
         assertEquals("Topic already has 1 partition(s).", same.getMessage());
 
         cluster.admin().createPartitions(Map.of(topic, NewPartitions.increaseTo(3))).all().get();
-        Wait.until("describeTopics to show 3 partitions of " + topic, () -> describeTopic(topic).partitions().size() == 3
-                && describeTopic(topic).partitions().stream().allMatch(p -> p.leader() != null));
-        for (TopicPartitionInfo p : describeTopic(topic).partitions()) {
+        Wait.until("describeTopics to show 3 partitions of " + topic, () -> fx.describeTopic(topic).partitions().size() == 3
+                && fx.describeTopic(topic).partitions().stream().allMatch(p -> p.leader() != null));
+        for (TopicPartitionInfo p : fx.describeTopic(topic).partitions()) {
             assertEquals(3, p.replicas().size(), p.toString());
             assertTrue(p.replicas().contains(p.leader()), p.toString());
         }
@@ -124,10 +114,10 @@ class AdminApiTest {
                 .createPartitions(Map.of(topic, NewPartitions.increaseTo(3))).values().get(topic));
         failure(UnknownTopicOrPartitionException.class, cluster.admin()
                 .createPartitions(Map.of("api-no-such-topic-" + RUN, NewPartitions.increaseTo(3))).all());
-        assertEquals(3, describeTopic(topic).partitions().size());
+        assertEquals(3, fx.describeTopic(topic).partitions().size());
 
         // The new partitions take records and answer ListOffsets.
-        produce(topic, 2, 4);
+        fx.produce(topic, 2, 4);
         assertEquals(4, cluster.latestOffset(new TopicPartition(topic, 2)));
         assertEquals(0, cluster.latestOffset(new TopicPartition(topic, 1)));
     }
@@ -137,7 +127,7 @@ class AdminApiTest {
     @Test
     void incrementalAlterConfigsSetsDeletesAppendsAndSubtracts() throws Exception {
         String topic = "api-alter-configs-" + RUN;
-        createTopic(topic, 1);
+        fx.createTopic(topic, 1);
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
 
         alter(resource, new AlterConfigOp(new ConfigEntry("retention.ms", "1000"), AlterConfigOp.OpType.SET));
@@ -283,31 +273,31 @@ class AdminApiTest {
     @Test
     void deleteRecordsMovesTheLowWatermark() throws Exception {
         String topic = "api-delete-records-" + RUN;
-        createTopic(topic, 1);
+        fx.createTopic(topic, 1);
         TopicPartition tp = new TopicPartition(topic, 0);
-        produce(topic, 0, 10);
+        fx.produce(topic, 0, 10);
 
         assertEquals(4, lowWatermark(tp, RecordsToDelete.beforeOffset(4)));
-        assertEquals(4, earliestOffset(tp));
+        assertEquals(4, fx.earliestOffset(tp));
         assertEquals(10, cluster.latestOffset(tp));
-        assertEquals(List.of(4L, 5L, 6L, 7L, 8L, 9L), readOffsets(tp, 10), "a consumer reads from the low watermark");
+        assertEquals(List.of(4L, 5L, 6L, 7L, 8L, 9L), fx.readOffsets(tp, 10), "a consumer reads from the low watermark");
 
         // Below the low watermark: nothing more is deleted, the low watermark is answered.
         assertEquals(4, lowWatermark(tp, RecordsToDelete.beforeOffset(2)));
         // Above the high watermark: OFFSET_OUT_OF_RANGE.
         failure(OffsetOutOfRangeException.class, cluster.admin().deleteRecords(
                 Map.of(tp, RecordsToDelete.beforeOffset(11))).lowWatermarks().get(tp));
-        assertEquals(4, earliestOffset(tp));
+        assertEquals(4, fx.earliestOffset(tp));
         // -1 is the high watermark: everything goes.
         assertEquals(10, lowWatermark(tp, RecordsToDelete.beforeOffset(-1)));
-        assertEquals(10, earliestOffset(tp));
+        assertEquals(10, fx.earliestOffset(tp));
         assertEquals(10, cluster.latestOffset(tp));
 
         // The log goes on from there.
-        produce(topic, 0, 2);
-        assertEquals(10, earliestOffset(tp));
+        fx.produce(topic, 0, 2);
+        assertEquals(10, fx.earliestOffset(tp));
         assertEquals(12, cluster.latestOffset(tp));
-        assertEquals(List.of(10L, 11L), readOffsets(tp, 12));
+        assertEquals(List.of(10L, 11L), fx.readOffsets(tp, 12));
         // (A partition that does not exist is not tried here: the Admin client retries its
         // leader lookup until default.api.timeout.ms and fails with a TimeoutException.)
     }
@@ -318,13 +308,13 @@ class AdminApiTest {
     void alterAndDeleteConsumerGroupOffsets() throws Exception {
         String topic = "api-group-offsets-" + RUN;
         String group = "api-group-" + RUN;
-        createTopic(topic, 2);
-        produce(topic, 0, 5);
-        produce(topic, 1, 5);
+        fx.createTopic(topic, 2);
+        fx.produce(topic, 0, 5);
+        fx.produce(topic, 1, 5);
         TopicPartition p0 = new TopicPartition(topic, 0);
         TopicPartition p1 = new TopicPartition(topic, 1);
 
-        try (KafkaConsumer<String, String> member = consumer(group)) {
+        try (KafkaConsumer<String, String> member = fx.consumer(group)) {
             member.subscribe(List.of(topic));
             int read = 0;
             long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
@@ -333,8 +323,8 @@ class AdminApiTest {
                 read += member.poll(Duration.ofMillis(200)).count();
             }
             member.commitSync();
-            assertEquals(Map.of(p0, 5L, p1, 5L), committed(group));
-            awaitGroupState(group, GroupState.STABLE);
+            assertEquals(Map.of(p0, 5L, p1, 5L), fx.committed(group));
+            fx.awaitGroupState(group, GroupState.STABLE);
 
             // A member is subscribed: the Admin (no member, no generation) may not commit for
             // the group, nor delete the offsets of the topic.
@@ -343,9 +333,9 @@ class AdminApiTest {
             DeleteConsumerGroupOffsetsResult refused = cluster.admin().deleteConsumerGroupOffsets(group, Set.of(p0));
             failure(GroupSubscribedToTopicException.class, refused.partitionResult(p0));
             failure(GroupSubscribedToTopicException.class, refused.all());
-            assertEquals(Map.of(p0, 5L, p1, 5L), committed(group), "nothing was changed");
+            assertEquals(Map.of(p0, 5L, p1, 5L), fx.committed(group), "nothing was changed");
         }
-        awaitGroupState(group, GroupState.EMPTY);
+        fx.awaitGroupState(group, GroupState.EMPTY);
 
         // The group is empty: the Admin commits, with metadata, and deletes.
         cluster.admin().alterConsumerGroupOffsets(group, Map.of(p0, new OffsetAndMetadata(2, "two"),
@@ -358,9 +348,9 @@ class AdminApiTest {
         assertEquals("", altered.get(p1).metadata());
 
         cluster.admin().deleteConsumerGroupOffsets(group, Set.of(p0)).all().get();
-        assertEquals(Map.of(p1, 3L), committed(group));
+        assertEquals(Map.of(p1, 3L), fx.committed(group));
         // A consumer of the group starts p0 afresh (auto.offset.reset=earliest) and p1 at 3.
-        try (KafkaConsumer<String, String> resumed = consumer(group)) {
+        try (KafkaConsumer<String, String> resumed = fx.consumer(group)) {
             resumed.subscribe(List.of(topic));
             Map<Integer, Long> first = new TreeMap<>();
             long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
@@ -372,16 +362,16 @@ class AdminApiTest {
             }
             assertEquals(Map.of(0, 0L, 1, 3L), first);
         }
-        awaitGroupState(group, GroupState.EMPTY);
+        fx.awaitGroupState(group, GroupState.EMPTY);
 
         cluster.admin().deleteConsumerGroupOffsets(group, Set.of(p1)).all().get();
-        assertEquals(Map.of(), committed(group));
+        assertEquals(Map.of(), fx.committed(group));
 
         // A group that does not exist has no offsets to delete; committing creates it.
         String other = "api-group-new-" + RUN;
         failure(GroupIdNotFoundException.class, cluster.admin().deleteConsumerGroupOffsets(other, Set.of(p0)).all());
         cluster.admin().alterConsumerGroupOffsets(other, Map.of(p1, new OffsetAndMetadata(4))).all().get();
-        assertEquals(Map.of(p1, 4L), committed(other));
+        assertEquals(Map.of(p1, 4L), fx.committed(other));
     }
 
     // ---------------------------------------------------------------- describeLogDirs
@@ -389,11 +379,11 @@ class AdminApiTest {
     @Test
     void describeLogDirsShowsEveryReplicaWithItsSize() throws Exception {
         String topic = "api-log-dirs-" + RUN;
-        createTopic(topic, 2);
-        produce(topic, 0, 20);
-        produce(topic, 1, 5);
+        fx.createTopic(topic, 2);
+        fx.produce(topic, 0, 20);
+        fx.produce(topic, 1, 5);
         Map<Integer, TopicPartitionInfo> partitions = new TreeMap<>();
-        for (TopicPartitionInfo info : describeTopic(topic).partitions()) {
+        for (TopicPartitionInfo info : fx.describeTopic(topic).partitions()) {
             partitions.put(info.partition(), info);
         }
         List<Integer> brokers = cluster.admin().describeCluster().nodes().get().stream().map(Node::id).sorted().toList();
@@ -519,102 +509,5 @@ class AdminApiTest {
             }
         }
         return replicas;
-    }
-
-    /** Creates the topic (replication factor 3) and waits until every partition has a leader. */
-    private static void createTopic(String topic, int partitions) throws Exception {
-        cluster.admin().createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get();
-        Wait.until("every partition of " + topic + " to have a leader", () -> {
-            TopicDescription d = describeTopicOrNull(topic);
-            return d != null && d.partitions().size() == partitions
-                    && d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty());
-        });
-    }
-
-    private static TopicDescription describeTopicOrNull(String topic) throws Exception {
-        try {
-            return describeTopic(topic);
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof UnknownTopicOrPartitionException) {
-                return null;
-            }
-            throw e;
-        }
-    }
-
-    private static TopicDescription describeTopic(String topic) throws Exception {
-        return cluster.admin().describeTopics(List.of(topic)).allTopicNames().get().get(topic);
-    }
-
-    private static long earliestOffset(TopicPartition tp) throws Exception {
-        return cluster.admin().listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp).get().offset();
-    }
-
-    /** Writes {@code count} records to one partition with acks=all, checking each was written. */
-    private static void produce(String topic, int partition, int count) throws Exception {
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
-        props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(),
-                new StringSerializer())) {
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
-            for (int i = 0; i < count; i++) {
-                sent.add(producer.send(new ProducerRecord<>(topic, partition, "key-" + i, "value-" + i)));
-            }
-            for (Future<RecordMetadata> f : sent) {
-                assertEquals(partition, f.get().partition());
-            }
-        }
-    }
-
-    private static KafkaConsumer<String, String> consumer(String group) {
-        Properties props = new Properties();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
-        props.put(ConsumerConfig.CLIENT_ID_CONFIG, "admin-api-" + (group == null ? "reader" : group));
-        if (group != null) {
-            props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        }
-        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10000);
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500);
-        return new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
-    }
-
-    /** The offsets of the records a group-less consumer reads from the partition's beginning up to {@code end}. */
-    private static List<Long> readOffsets(TopicPartition tp, long end) throws Exception {
-        List<Long> offsets = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = consumer(null)) {
-            consumer.assign(List.of(tp));
-            consumer.seekToBeginning(List.of(tp));
-            long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
-            while (consumer.position(tp) < end) {
-                assertTrue(System.nanoTime() < deadline, "timed out reading " + tp + "; read " + offsets);
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
-                    offsets.add(r.offset());
-                }
-            }
-        }
-        return offsets;
-    }
-
-    private static Map<TopicPartition, Long> committed(String group) throws Exception {
-        Map<TopicPartition, Long> offsets = new HashMap<>();
-        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : cluster.admin().listConsumerGroupOffsets(group)
-                .partitionsToOffsetAndMetadata().get().entrySet()) {
-            if (e.getValue() != null) {
-                offsets.put(e.getKey(), e.getValue().offset());
-            }
-        }
-        return offsets;
-    }
-
-    private static void awaitGroupState(String group, GroupState state) throws Exception {
-        Wait.until("group " + group + " to be " + state, () -> {
-            ConsumerGroupDescription d = cluster.admin().describeConsumerGroups(List.of(group))
-                    .describedGroups().get(group).get();
-            return d.groupState() == state;
-        });
     }
 }

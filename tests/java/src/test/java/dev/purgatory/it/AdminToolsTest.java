@@ -2,25 +2,12 @@ package dev.purgatory.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.kafka.clients.admin.ConsumerGroupDescription;
-import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
-import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -34,12 +21,9 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Future;
 import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -97,12 +81,14 @@ class AdminToolsTest {
     @RegisterExtension
     static final BrokerExtension cluster = new BrokerExtension();
 
+    private static final AdminFixtures fx = new AdminFixtures(cluster, "admin-tools-");
+
     // ---------------------------------------------------------------- kafka-topics --alter
 
     @Test
     void topicCommandAddsPartitionsAndRefusesFewer() throws Exception {
         String topic = "tools-partitions-" + RUN;
-        createTopic(topic, 1);
+        fx.createTopic(topic, 1);
 
         KafkaTool.Result alter = tool("topics-alter", TOPIC_COMMAND, "--bootstrap-server", cluster.bootstrap(),
                 "--alter", "--topic", topic, "--partitions", "3");
@@ -126,7 +112,7 @@ class AdminToolsTest {
         }
         // The Admin client sees the same three partitions, and the new ones take records.
         Wait.until("describeTopics to show 3 partitions of " + topic, () -> partitionCount(topic) == 3);
-        produce(topic, 2, 5);
+        fx.produce(topic, 2, 5);
         assertEquals(5, cluster.latestOffset(new TopicPartition(topic, 2)));
 
         // Fewer partitions, or as many: refused, with exit code 1.
@@ -147,7 +133,7 @@ class AdminToolsTest {
     @Test
     void configCommandAltersDeletesAndDescribesEveryTopicConfig() throws Exception {
         String topic = "tools-configs-" + RUN;
-        createTopic(topic, 1);
+        fx.createTopic(topic, 1);
         List<String> describeAll = List.of("--bootstrap-server", cluster.bootstrap(), "--describe",
                 "--entity-type", "topics", "--entity-name", topic, "--all");
         List<String> describeDynamic = List.of("--bootstrap-server", cluster.bootstrap(), "--describe",
@@ -272,20 +258,20 @@ class AdminToolsTest {
     @Test
     void deleteRecordsCommandMovesTheLowWatermark() throws Exception {
         String topic = "tools-delete-records-" + RUN;
-        createTopic(topic, 2);
+        fx.createTopic(topic, 2);
         TopicPartition p0 = new TopicPartition(topic, 0);
         TopicPartition p1 = new TopicPartition(topic, 1);
-        produce(topic, 0, 10);
-        produce(topic, 1, 6);
+        fx.produce(topic, 0, 10);
+        fx.produce(topic, 1, 6);
 
         KafkaTool.Result deleted = deleteRecords("delete-records", topic, Map.of(0, 4L));
         assertEquals(0, deleted.exitCode(), deleted.describe());
         assertEquals(List.of("Executing records delete operation", "Records delete operation completed:",
                 "partition: " + topic + "-0\tlow_watermark: 4"), deleted.stdout());
-        assertEquals(4, earliestOffset(p0));
+        assertEquals(4, fx.earliestOffset(p0));
         assertEquals(10, cluster.latestOffset(p0));
-        assertEquals(0, earliestOffset(p1), "the other partition keeps its records");
-        assertEquals(List.of(4L, 5L, 6L, 7L, 8L, 9L), readOffsets(p0, 10), "a consumer reads from the low watermark");
+        assertEquals(0, fx.earliestOffset(p1), "the other partition keeps its records");
+        assertEquals(List.of(4L, 5L, 6L, 7L, 8L, 9L), fx.readOffsets(p0, 10), "a consumer reads from the low watermark");
 
         // Above the high watermark: that partition's error is printed, and the tool still
         // exits 0. Offset -1 deletes up to the high watermark.
@@ -296,8 +282,8 @@ class AdminToolsTest {
         assertTrue(lines.get(topic + "-0").startsWith(
                 "error: org.apache.kafka.common.errors.OffsetOutOfRangeException"), mixed.stdout().toString());
         assertEquals("low_watermark: 6", lines.get(topic + "-1"), mixed.stdout().toString());
-        assertEquals(4, earliestOffset(p0));
-        assertEquals(6, earliestOffset(p1));
+        assertEquals(4, fx.earliestOffset(p0));
+        assertEquals(6, fx.earliestOffset(p1));
         assertEquals(6, cluster.latestOffset(p1));
 
         // Below the low watermark: nothing to delete, the low watermark is answered as it is.
@@ -312,14 +298,14 @@ class AdminToolsTest {
     void consumerGroupCommandResetsDescribesAndDeletesOffsets() throws Exception {
         String topic = "tools-groups-" + RUN;
         String group = "tools-group-" + RUN;
-        createTopic(topic, 2);
-        produce(topic, 0, 10);
-        produce(topic, 1, 10);
+        fx.createTopic(topic, 2);
+        fx.produce(topic, 0, 10);
+        fx.produce(topic, 1, 10);
         TopicPartition p0 = new TopicPartition(topic, 0);
         TopicPartition p1 = new TopicPartition(topic, 1);
 
         // A member reads everything and commits, then leaves: the group is empty.
-        try (KafkaConsumer<String, String> consumer = consumer(group)) {
+        try (KafkaConsumer<String, String> consumer = fx.consumer(group)) {
             consumer.subscribe(List.of(topic));
             int read = 0;
             long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
@@ -329,16 +315,16 @@ class AdminToolsTest {
             }
             consumer.commitSync();
         }
-        awaitGroupState(group, GroupState.EMPTY);
+        fx.awaitGroupState(group, GroupState.EMPTY);
         assertEquals(Map.of(0, new Row(10, 10, 0), 1, new Row(10, 10, 0)), describeGroup(group, "groups-describe"));
 
         // Without --execute it is a dry run: the new offsets are printed, none is committed.
         assertEquals(Map.of(0, 0L, 1, 0L), resetOffsets(group, "groups-reset-dry", topic, "--to-earliest"));
-        assertEquals(Map.of(p0, 10L, p1, 10L), committed(group));
+        assertEquals(Map.of(p0, 10L, p1, 10L), fx.committed(group));
 
         assertEquals(Map.of(0, 0L, 1, 0L), resetOffsets(group, "groups-reset-earliest", topic, "--to-earliest", "--execute"));
         assertEquals(Map.of(0, new Row(0, 10, 10), 1, new Row(0, 10, 10)), describeGroup(group, "groups-describe"));
-        assertEquals(Map.of(p0, 0L, p1, 0L), committed(group));
+        assertEquals(Map.of(p0, 0L, p1, 0L), fx.committed(group));
 
         assertEquals(Map.of(0, 5L, 1, 5L), resetOffsets(group, "groups-reset-offset", topic, "--to-offset", "5", "--execute"));
         assertEquals(Map.of(0, new Row(5, 10, 5), 1, new Row(5, 10, 5)), describeGroup(group, "groups-describe"));
@@ -351,18 +337,18 @@ class AdminToolsTest {
         // Past the end: clamped to the log end offset.
         assertEquals(Map.of(0, 10L, 1, 10L), resetOffsets(group, "groups-reset-shift-far", topic, "--shift-by", "100",
                 "--execute"));
-        assertEquals(Map.of(p0, 10L, p1, 10L), committed(group));
+        assertEquals(Map.of(p0, 10L, p1, 10L), fx.committed(group));
         resetOffsets(group, "groups-reset-offset", topic, "--to-offset", "3", "--execute");
 
         // With a member subscribed to the topic, its offsets cannot be deleted or reset.
-        try (KafkaConsumer<String, String> member = consumer(group)) {
+        try (KafkaConsumer<String, String> member = fx.consumer(group)) {
             member.subscribe(List.of(topic));
             long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
             while (member.assignment().isEmpty()) {
                 assertTrue(System.nanoTime() < deadline, "timed out waiting for the member's assignment");
                 member.poll(Duration.ofMillis(100));
             }
-            awaitGroupState(group, GroupState.STABLE);
+            fx.awaitGroupState(group, GroupState.STABLE);
 
             KafkaTool.Result refused = tool("groups-delete-offsets-subscribed", GROUP_COMMAND, "--bootstrap-server",
                     cluster.bootstrap(), "--delete-offsets", "--group", group, "--topic", topic);
@@ -373,7 +359,7 @@ class AdminToolsTest {
                 assertTrue(s.startsWith("Error: org.apache.kafka.common.errors.GroupSubscribedToTopicException"),
                         refused.stdout().toString());
             }
-            assertEquals(Map.of(p0, 3L, p1, 3L), committed(group), "no offset was deleted");
+            assertEquals(Map.of(p0, 3L, p1, 3L), fx.committed(group), "no offset was deleted");
 
             KafkaTool.Result notReset = tool("groups-reset-active", GROUP_COMMAND, "--bootstrap-server",
                     cluster.bootstrap(), "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
@@ -381,9 +367,9 @@ class AdminToolsTest {
             assertEquals(0, notReset.exitCode(), notReset.describe());
             assertTrue(notReset.stdout().contains("Error: Assignments can only be reset if the group '" + group
                     + "' is inactive, but the current state is Stable."), notReset.stdout().toString());
-            assertEquals(Map.of(p0, 3L, p1, 3L), committed(group), "no offset was reset");
+            assertEquals(Map.of(p0, 3L, p1, 3L), fx.committed(group), "no offset was reset");
         }
-        awaitGroupState(group, GroupState.EMPTY);
+        fx.awaitGroupState(group, GroupState.EMPTY);
 
         // Once the group is empty: deleted, one partition and then the rest of the topic.
         KafkaTool.Result one = tool("groups-delete-offsets-one", GROUP_COMMAND, "--bootstrap-server",
@@ -392,7 +378,7 @@ class AdminToolsTest {
         assertTrue(one.stdout().contains("Request succeeded for deleting offsets from group " + group + "."),
                 one.stdout().toString());
         assertEquals(Map.of("0", "Successful"), deleteOffsetsStatus(one, topic));
-        assertEquals(Map.of(p1, 3L), committed(group));
+        assertEquals(Map.of(p1, 3L), fx.committed(group));
         assertEquals(Map.of(1, new Row(3, 10, 7)), describeGroup(group, "groups-describe"));
 
         KafkaTool.Result rest = tool("groups-delete-offsets", GROUP_COMMAND, "--bootstrap-server",
@@ -400,7 +386,7 @@ class AdminToolsTest {
         assertEquals(0, rest.exitCode(), rest.describe());
         assertTrue(rest.stdout().contains("Request succeeded for deleting offsets from group " + group + "."),
                 rest.stdout().toString());
-        assertEquals(Map.of(), committed(group));
+        assertEquals(Map.of(), fx.committed(group));
     }
 
     // ---------------------------------------------------------------- kafka-log-dirs
@@ -408,11 +394,11 @@ class AdminToolsTest {
     @Test
     void logDirsCommandDescribesEveryReplicaOfTheTopic() throws Exception {
         String topic = "tools-log-dirs-" + RUN;
-        createTopic(topic, 2);
-        produce(topic, 0, 20);
-        produce(topic, 1, 5);
+        fx.createTopic(topic, 2);
+        fx.produce(topic, 0, 20);
+        fx.produce(topic, 1, 5);
         Map<Integer, TopicPartitionInfo> partitions = new TreeMap<>();
-        for (TopicPartitionInfo info : describeTopic(topic).partitions()) {
+        for (TopicPartitionInfo info : fx.describeTopic(topic).partitions()) {
             partitions.put(info.partition(), info);
         }
         // The brokers in the cluster's metadata: the tool asks each of them. (Real Kafka's
@@ -730,105 +716,8 @@ class AdminToolsTest {
 
     // ---------------------------------------------------------------- helpers: clients
 
-    /** Creates the topic (replication factor 3) and waits until every partition has a leader. */
-    private static void createTopic(String topic, int partitions) throws Exception {
-        cluster.admin().createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get();
-        Wait.until("every partition of " + topic + " to have a leader", () -> {
-            TopicDescription d = describeTopicOrNull(topic);
-            return d != null && d.partitions().size() == partitions
-                    && d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty());
-        });
-    }
-
-    private static TopicDescription describeTopicOrNull(String topic) throws Exception {
-        try {
-            return describeTopic(topic);
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof UnknownTopicOrPartitionException) {
-                return null;
-            }
-            throw e;
-        }
-    }
-
-    private static TopicDescription describeTopic(String topic) throws Exception {
-        return cluster.admin().describeTopics(List.of(topic)).allTopicNames().get().get(topic);
-    }
-
     private static int partitionCount(String topic) throws Exception {
-        TopicDescription d = describeTopicOrNull(topic);
+        TopicDescription d = fx.describeTopicOrNull(topic);
         return d == null ? 0 : d.partitions().size();
-    }
-
-    private static long earliestOffset(TopicPartition tp) throws Exception {
-        return cluster.admin().listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp).get().offset();
-    }
-
-    /** Writes {@code count} records to one partition with acks=all, checking each was written. */
-    private static void produce(String topic, int partition, int count) throws Exception {
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
-        props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(),
-                new StringSerializer())) {
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
-            for (int i = 0; i < count; i++) {
-                sent.add(producer.send(new ProducerRecord<>(topic, partition, "key-" + i, "value-" + i)));
-            }
-            for (Future<RecordMetadata> f : sent) {
-                assertEquals(partition, f.get().partition());
-            }
-        }
-    }
-
-    private static KafkaConsumer<String, String> consumer(String group) {
-        Properties props = new Properties();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
-        props.put(ConsumerConfig.CLIENT_ID_CONFIG, "admin-tools-" + (group == null ? "reader" : group));
-        if (group != null) {
-            props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        }
-        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10000);
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500);
-        return new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
-    }
-
-    /** The offsets of the records a group-less consumer reads from the partition's beginning up to {@code end}. */
-    private static List<Long> readOffsets(TopicPartition tp, long end) throws Exception {
-        List<Long> offsets = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = consumer(null)) {
-            consumer.assign(List.of(tp));
-            consumer.seekToBeginning(List.of(tp));
-            long deadline = System.nanoTime() + Wait.DEFAULT.toNanos();
-            while (consumer.position(tp) < end) {
-                assertTrue(System.nanoTime() < deadline, "timed out reading " + tp + "; read " + offsets);
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
-                    offsets.add(r.offset());
-                }
-            }
-        }
-        return offsets;
-    }
-
-    private static Map<TopicPartition, Long> committed(String group) throws Exception {
-        Map<TopicPartition, Long> offsets = new HashMap<>();
-        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : cluster.admin().listConsumerGroupOffsets(group)
-                .partitionsToOffsetAndMetadata().get().entrySet()) {
-            if (e.getValue() != null) {
-                offsets.put(e.getKey(), e.getValue().offset());
-            }
-        }
-        return offsets;
-    }
-
-    private static void awaitGroupState(String group, GroupState state) throws Exception {
-        Wait.until("group " + group + " to be " + state, () -> {
-            ConsumerGroupDescription d = cluster.admin().describeConsumerGroups(List.of(group))
-                    .describedGroups().get(group).get();
-            return d.groupState() == state;
-        });
     }
 }
