@@ -115,27 +115,28 @@ class AdminTest {
         assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, retention.source());
         assertEquals(ConfigEntry.ConfigType.LONG, retention.type());
 
-        // Not set on the topic: config/broker.toml sets message.max.bytes and
-        // min.insync.replicas (as server.properties would), so those come from the broker's
-        // static config; cleanup.policy is Kafka's built-in default.
+        // Not set on the topic, so the topic inherits the broker's setting. As on Kafka, a broker
+        // setting whose value is the built-in default is described as DEFAULT_CONFIG, and only one
+        // that differs from it as STATIC_BROKER_CONFIG. This broker runs with its defaults here.
         ConfigEntry maxMessage = config.get("max.message.bytes");
         assertNotNull(maxMessage, "max.message.bytes is described");
         assertEquals("1048588", maxMessage.value());
-        assertEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, maxMessage.source());
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, maxMessage.source());
         ConfigEntry cleanup = config.get("cleanup.policy");
         assertNotNull(cleanup, "cleanup.policy is described");
         assertEquals("delete", cleanup.value());
         assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, cleanup.source());
         assertEquals("CreateTime", config.get("message.timestamp.type").value());
 
-        // A topic without overrides inherits the broker's min.insync.replicas (2 in config/broker.toml).
+        // A topic without overrides inherits the broker's min.insync.replicas: 2 is this broker's
+        // built-in default (Kafka's is 1), so the source is DEFAULT_CONFIG.
         String plain = "admin-configs-plain";
         cluster.admin().createTopics(List.of(new NewTopic(plain, 1, (short) 3))).all().get();
         ConfigResource plainResource = new ConfigResource(ConfigResource.Type.TOPIC, plain);
         ConfigEntry inherited = cluster.admin().describeConfigs(List.of(plainResource)).all().get().get(plainResource)
                 .get("min.insync.replicas");
         assertEquals("2", inherited.value());
-        assertEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, inherited.source());
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, inherited.source());
 
         // The broker's own settings, as broker 1 describes them.
         ConfigResource brokerResource = new ConfigResource(ConfigResource.Type.BROKER, "1");
@@ -143,7 +144,7 @@ class AdminTest {
         ConfigEntry brokerMinIsr = brokerConfig.get("min.insync.replicas");
         assertNotNull(brokerMinIsr, "broker 1 describes min.insync.replicas");
         assertEquals("2", brokerMinIsr.value());
-        assertEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, brokerMinIsr.source());
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, brokerMinIsr.source());
         assertEquals("0", brokerConfig.get("group.initial.rebalance.delay.ms").value());
     }
 
