@@ -35,6 +35,7 @@ pub mod config;
 pub mod connection;
 pub mod coordinator;
 pub mod delayed;
+pub mod faults;
 pub mod followers;
 pub mod handlers;
 pub mod partition;

@@ -9,6 +9,8 @@
 //! - `POST /api/followers/{id}/delay` — extra delay before each fetch, in ms (body `250`,
 //!   `{"ms": 250}` or `?ms=250`); likewise `/max-bytes` (`bytes`) and `/lag` (`ms`).
 //! - `POST /api/clock/advance` — on a manual clock, move time forward by `ms`.
+//! - `GET|POST|DELETE /api/faults`, `DELETE /api/faults/{id}` — fault rules per API
+//!   (`faults.rs`, `crate::faults`).
 //! - `GET /api/scenarios`, `POST /api/scenarios/run?name=...` (or a TOML body): scenario
 //!   files played by the broker itself (`scenarios.rs`).
 //! - With several brokers (`--brokers N`): `GET /api/brokers`, and
@@ -26,7 +28,7 @@ use anyhow::Context;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -40,6 +42,7 @@ use crate::replica_manager::ReplicaManager;
 
 mod brokers;
 mod clock;
+mod faults;
 mod frames;
 pub mod metrics;
 mod scenarios;
@@ -154,6 +157,13 @@ pub fn router(state: AdminState) -> Router {
         .route("/api/clock/advance", post(post_clock_advance))
         .route("/api/brokers", get(brokers::get_brokers))
         .route("/api/brokers/{id}/{action}", post(brokers::post_broker))
+        .route(
+            "/api/faults",
+            get(faults::get_faults)
+                .post(faults::post_fault)
+                .delete(faults::delete_faults),
+        )
+        .route("/api/faults/{id}", delete(faults::delete_fault))
         .route("/api/scenarios", get(scenarios::get_scenarios))
         .route("/api/scenarios/run", post(scenarios::post_run))
         // The live view (`/`, its stream, `/api/requests`, clock freeze, send) and `/metrics`.
@@ -232,6 +242,7 @@ pub fn state_json(
         "delete_records": rm.delete_records_purgatory.snapshot(MAX_PENDING_SHOWN),
         "rebalance": coordinator.rebalance_purgatory.snapshot(MAX_PENDING_SHOWN),
         "heartbeat": coordinator.heartbeat_purgatory.snapshot(MAX_PENDING_SHOWN),
+        "fault_delay": rm.faults.delays.snapshot(MAX_PENDING_SHOWN),
     });
     let groups = coordinator.snapshot(MAX_GROUPS_SHOWN);
     let timer = rm.timer.snapshot();
@@ -250,6 +261,7 @@ pub fn state_json(
         "groups": groups,
         "timer": timer,
         "followers": followers,
+        "faults": rm.faults.list(),
     })
 }
 

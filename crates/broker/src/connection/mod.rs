@@ -41,10 +41,12 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
 use crate::apis::KafkaApis;
+use crate::faults::RequestFacts;
 use crate::handlers::{self, Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
 use crate::telemetry::{RequestName, RequestTiming};
 
+mod inject;
 mod reader;
 mod writer;
 
@@ -201,6 +203,7 @@ async fn read_loop(
             Err(close) => return close,
         };
         let received = Instant::now();
+        let mut injected = None;
         let slot = match decode_frame(frame, peer) {
             Ok(Decoded::Answered(slot)) => slot,
             Ok(Decoded::Request {
@@ -210,11 +213,47 @@ async fn read_loop(
             }) => {
                 let name = RequestName::of(api_key, &request);
                 ctx.trace = rm.telemetry.begin(name, &ctx, received, rm.now_ms());
-                let (trace, api_version) = (ctx.trace, ctx.api_version);
-                let reserved = response_reservation(rm, &request);
+                let (trace, api_version, correlation_id) =
+                    (ctx.trace, ctx.api_version, ctx.correlation_id);
+                let fired = rm.faults.check(&RequestFacts::of(
+                    api_key,
+                    api_version,
+                    &ctx.client_id,
+                    rm.config.broker_id,
+                    &request,
+                ));
+                let request = match fired {
+                    None => Some(request),
+                    Some(fired) => match inject::inject(rm, &ctx, request, fired).await {
+                        Ok(mut fault) => {
+                            let request = fault.request.take();
+                            injected = Some(fault);
+                            request
+                        }
+                        Err(close) => return close,
+                    },
+                };
+                let reserved = request
+                    .as_ref()
+                    .map_or(0, |request| response_reservation(rm, request));
                 budget.reserve(reserved).await;
                 let local_start = Instant::now();
-                let mut slot = handle(apis, ctx, api_key, request, reserved);
+                let mut slot = match request {
+                    Some(request) => handle(apis, ctx, api_key, request, reserved),
+                    // A rule answered it without the handler.
+                    None => Slot {
+                        correlation_id,
+                        api_key,
+                        api_version,
+                        reply: injected
+                            .as_mut()
+                            .and_then(|fault| fault.reply.take())
+                            .unwrap_or(Reply::Nothing),
+                        answered: None,
+                        reserved: 0,
+                        timing: None,
+                    },
+                };
                 slot.timing = Some(RequestTiming {
                     trace,
                     name,
@@ -239,6 +278,9 @@ async fn read_loop(
                 Err(_) => return Close::Reason("the broker stopped before answering".into()),
             }
         }
+        if let Some(fault) = &mut injected {
+            slot.reply = inject::finish_reply(slot.reply, fault);
+        }
         let closing = matches!(slot.reply, Reply::Close(_));
         if slots.send(slot).await.is_err() {
             return Close::Reason("response writer stopped".into());
@@ -246,6 +288,21 @@ async fn read_loop(
         if closing {
             // Read nothing more; the writer sends what is owed, then closes.
             return Close::AfterResponses;
+        }
+        let Some(fault) = injected else { continue };
+        if fault.then_silent {
+            // Blackholed or dropped: what the client sends from now on goes unanswered,
+            // until it gives up and closes the connection.
+            return reader
+                .discard_until_closed(rm.config.socket_request_max_bytes)
+                .await;
+        }
+        if let Some(ms) = fault.throttle_ms {
+            // Muted, as Kafka mutes a throttled channel: nothing more is read until then.
+            let (muted, _) = rm.faults.hold(&fault.ctx, fault.rule, "throttle", ms);
+            if muted.await.is_err() {
+                return Close::Reason("the broker stopped during a throttle".into());
+            }
         }
     }
 }

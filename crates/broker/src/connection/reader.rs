@@ -58,6 +58,18 @@ impl FrameReader {
         }
     }
 
+    /// Reads and drops frames until the client closes the connection (a fault rule
+    /// blackholed it): every frame is still checked, so bad input closes it as usual.
+    pub(super) async fn discard_until_closed(&mut self, max_bytes: usize) -> Close {
+        loop {
+            match self.read_frame(max_bytes).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return Close::Eof,
+                Err(close) => return close,
+            }
+        }
+    }
+
     /// Reads one frame. `Ok(None)` is a clean end of stream between frames.
     pub(super) async fn read_frame(&mut self, max_bytes: usize) -> Result<Option<Bytes>, Close> {
         // The length prefix.

@@ -63,6 +63,7 @@ use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ClockMode};
 use crate::delayed::{DelayedDeleteRecords, DelayedFetch, DelayedProduce};
+use crate::faults::Faults;
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::request::Cause;
 use crate::telemetry::Telemetry;
@@ -125,6 +126,9 @@ pub struct ReplicaManager {
     pub producer_ids: Arc<ProducerIdManager>,
     /// Recent requests and replication events, and the metrics counters.
     pub telemetry: Arc<Telemetry>,
+    /// The fault rules, shared by every broker of the process. The connection layer
+    /// applies them before a request reaches its handler; nothing below it looks at them.
+    pub faults: Arc<Faults>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
     /// The cluster this broker belongs to, when it runs with others (`--brokers N`).
@@ -156,6 +160,7 @@ impl ReplicaManager {
         let BrokerShared {
             timer,
             producer_ids,
+            faults,
         } = shared;
         let purgatory_config = || PurgatoryConfig {
             purge_interval: config.purge_interval_requests,
@@ -173,6 +178,7 @@ impl ReplicaManager {
             log_memory: LogMemory::new(config.log_memory_max_bytes),
             producer_ids,
             telemetry: Arc::new(Telemetry::default()),
+            faults,
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
             cluster: OnceLock::new(),
@@ -493,13 +499,17 @@ pub struct BrokerShared {
     /// whole cluster (AllocateProducerIds), so two producers never get the same id from
     /// two brokers and then write to one partition as if they were one producer.
     pub producer_ids: Arc<ProducerIdManager>,
+    /// One list of fault rules: a rule may name the broker it applies to.
+    pub faults: Arc<Faults>,
 }
 
 impl BrokerShared {
     /// A timer as `config` asks for it (system or manual clock), and a new allocator.
     pub fn for_config(config: &BrokerConfig) -> Self {
+        let timer = ReplicaManager::timer_for(config);
         BrokerShared {
-            timer: ReplicaManager::timer_for(config),
+            faults: Arc::new(Faults::new(timer.clone())),
+            timer,
             producer_ids: Arc::default(),
         }
     }

@@ -36,7 +36,7 @@ use kafka_protocol::ResponseError;
 
 use events::{EventKind, EventLog};
 use metrics::Metrics;
-pub use requests::{Outcome, Park, PartitionNote, RequestView};
+pub use requests::{FaultNote, Outcome, Park, PartitionNote, RequestView};
 use requests::{RequestEntry, RequestLog};
 
 use crate::partition::TopicPartition;
@@ -178,6 +178,7 @@ impl Telemetry {
             e.cause = Cause::Unknown;
             e.answered_later = false;
             e.outcome = Outcome::Pending;
+            e.fault = None;
             e.events_from = events_from;
             e.events_to = 0;
         }))
@@ -229,6 +230,13 @@ impl Telemetry {
             e.partitions.extend(partitions);
             e.park = park;
         });
+    }
+
+    /// A fault rule fired on the request (`crate::faults`): the request log says which.
+    pub fn note_fault(&self, trace: TraceId, fault: FaultNote) {
+        self.requests
+            .ring()
+            .with(trace.0, |e| e.fault = Some(fault));
     }
 
     /// A parked operation completed: why, and (in partition order) each partition's error.

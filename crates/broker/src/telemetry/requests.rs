@@ -53,6 +53,15 @@ pub struct Park {
     pub deadline_ms: u64,
 }
 
+/// A fault rule that fired on a request (`crate::faults`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FaultNote {
+    /// The rule's id.
+    pub rule: u64,
+    /// What it did: `error NOT_LEADER_OR_FOLLOWER (6)`, `delay 800 ms`, `disconnect`, ...
+    pub action: String,
+}
+
 /// How a request ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Outcome {
@@ -113,6 +122,8 @@ pub struct RequestEntry {
     pub answered_later: bool,
     /// How it ended.
     pub outcome: Outcome,
+    /// The fault rule that fired on it, if one did.
+    pub fault: Option<FaultNote>,
     /// Replication events from this number on may belong to its story...
     pub events_from: u64,
     /// ...up to (not including) this one, recorded at completion.
@@ -193,6 +204,12 @@ impl RequestEntry {
     pub fn steps(&self, events: &EventLog) -> Vec<(Option<f64>, String)> {
         let at = |t: Option<Instant>| since(t, self.received).map(ms);
         let mut steps = Vec::new();
+        if let Some(fault) = &self.fault {
+            steps.push((
+                Some(0.0),
+                format!("fault rule {} fired: {}", fault.rule, fault.action),
+            ));
+        }
         let name = self.name.name();
         let parts = |f: &dyn Fn(&PartitionNote) -> String| {
             self.partitions.iter().map(f).collect::<Vec<_>>().join(", ")
@@ -446,6 +463,7 @@ impl RequestEntry {
             },
             cause: cause_view(self.cause),
             error: self.error().map(error_name),
+            fault: self.fault.clone(),
             steps: steps
                 .into_iter()
                 .map(|(at_ms, text)| StepView { at_ms, text })
@@ -609,6 +627,8 @@ pub struct RequestView {
     pub cause: CauseView,
     /// Kafka's error name, if it failed.
     pub error: Option<String>,
+    /// The fault rule that fired on it: `{"rule": 3, "action": "delay 800 ms"}`.
+    pub fault: Option<FaultNote>,
     /// The story, step by step (left out where only the one-line story is wanted).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepView>,
