@@ -111,6 +111,19 @@ enum CtlCommand {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// Fault rules per API: `fault add '{"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER",
+    /// "times": 3}'`, `fault list`, `fault clear [ID]`.
+    Fault {
+        /// add | list | clear
+        #[arg(value_parser = ["add", "list", "clear"])]
+        action: String,
+        /// For add: the rule as JSON (see GET /api/faults). For clear: one rule's id
+        /// (without it, every rule is removed).
+        value: Option<String>,
+        /// For list: print the raw JSON of GET /api/faults.
+        #[arg(long)]
+        json: bool,
+    },
     /// Advance a manual clock: `clock advance MS`.
     Clock {
         /// Only `advance`.
@@ -341,6 +354,11 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::Clock { ms, .. } => ctl::advance_clock(&ctl.admin, token, ms),
         CtlCommand::Broker { id, action } => ctl::broker(&ctl.admin, token, &id, &action),
         CtlCommand::Scenario { file } => ctl::scenario(&ctl.admin, token, &file),
+        CtlCommand::Fault {
+            action,
+            value,
+            json,
+        } => ctl::fault(&ctl.admin, token, &action, value.as_deref(), json),
         CtlCommand::Trace {
             client,
             topic,

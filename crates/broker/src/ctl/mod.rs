@@ -269,6 +269,57 @@ pub fn scenario(admin: &str, token: Option<&str>, path: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// One rule of `GET /api/faults`: the fields `ctl fault list` prints; the rest of the rule
+/// as it was given is printed as its keys.
+#[derive(Debug, Deserialize)]
+struct FaultLine {
+    id: u64,
+    hits: u64,
+    matched: u64,
+    does: String,
+    #[serde(flatten)]
+    given: serde_json::Map<String, Value>,
+}
+
+/// `ctl fault add JSON | list | clear [ID]`.
+pub fn fault(
+    admin: &str,
+    token: Option<&str>,
+    action: &str,
+    value: Option<&str>,
+    raw_json: bool,
+) -> anyhow::Result<()> {
+    match (action, value) {
+        ("add", Some(rule)) => {
+            let added: Value = call_json(admin, "POST", "/api/faults", rule, token)?;
+            println!("fault rule {} added", added["id"]);
+        }
+        ("add", None) => anyhow::bail!(
+            "`fault add` needs a rule, e.g. purgatory ctl fault add '{{\"api\": \"Produce\", \"error\": \"NOT_LEADER_OR_FOLLOWER\", \"times\": 3}}'"
+        ),
+        ("list", _) => {
+            let answer = client::call(admin, "GET", "/api/faults", "", token)?;
+            if raw_json {
+                let json: Value = parse("GET", "/api/faults", &answer)?;
+                println!("{}", serde_json::to_string_pretty(&json)?);
+                return Ok(());
+            }
+            let rules: Vec<FaultLine> = parse("GET", "/api/faults", &answer)?;
+            print!("{}", render::faults(&rules));
+        }
+        ("clear", Some(id)) => {
+            let _: Value = call_json(admin, "DELETE", &format!("/api/faults/{id}"), "", token)?;
+            println!("fault rule {id} removed");
+        }
+        ("clear", None) => {
+            let removed: Value = call_json(admin, "DELETE", "/api/faults", "", token)?;
+            println!("{} fault rule(s) removed", removed["removed"]);
+        }
+        (other, _) => anyhow::bail!("unknown fault action {other:?}: add, list or clear"),
+    }
+    Ok(())
+}
+
 /// `ctl clock advance MS`.
 pub fn advance_clock(admin: &str, token: Option<&str>, ms: u64) -> anyhow::Result<()> {
     let result: ClockAdvanced =

@@ -1,4 +1,4 @@
-//! The text `ctl state` and `ctl groups` print: the broker's state in plain words, one
+//! The text `ctl state`, `ctl groups` and `ctl fault list` print: the broker's state in plain words, one
 //! line per partition, follower, purgatory, pending operation, wheel level and bucket,
 //! group and member.
 //!
@@ -6,10 +6,12 @@
 //! them in its JSON, and lists of ids or keys as compact JSON arrays, so the text reads
 //! the same as the JSON it comes from.
 
+use std::fmt::Write;
+
 use serde::Serialize;
 use timewheel::PendingSnapshot;
 
-use super::{GroupsAnswer, StateAnswer};
+use super::{FaultLine, GroupsAnswer, StateAnswer};
 
 /// How `value` is named in the broker's JSON (`"manual"`, `"paused"`): the string it
 /// serializes to, or `?` if it is not one.
@@ -256,6 +258,55 @@ pub fn broker_changes(id: &str, action: &str, changes: &[controller::Change]) ->
         out.push_str("  ");
         out.push_str(&line);
         out.push('\n');
+    }
+    out
+}
+
+/// `ctl fault list`: one line per rule, in the order the broker checks them.
+///
+/// ```text
+/// 3  Produce topic=t: error NOT_LEADER_OR_FOLLOWER (6), times 3 (2 hits, 2 matched)
+/// ```
+pub(super) fn faults(rules: &[FaultLine]) -> String {
+    if rules.is_empty() {
+        return "no fault rules\n".into();
+    }
+    let mut out = String::new();
+    for rule in rules {
+        let key = |k: &str| {
+            rule.given
+                .get(k)
+                .map(|v| v.to_string().trim_matches('"').to_string())
+        };
+        let api = key("api").unwrap_or_default();
+        let mut matched = Vec::new();
+        for k in [
+            "client_id",
+            "topic",
+            "partition",
+            "broker",
+            "group",
+            "min_version",
+            "max_version",
+        ] {
+            if let Some(v) = key(k) {
+                matched.push(format!("{k}={v}"));
+            }
+        }
+        let trigger = ["times", "nth", "probability"]
+            .iter()
+            .find_map(|k| key(k).map(|v| format!("{k} {v}")))
+            .unwrap_or_else(|| "always".into());
+        let _ = writeln!(
+            out,
+            "{:>3}  {api}{}{}: {}, {trigger} ({} hits, {} matched)",
+            rule.id,
+            if matched.is_empty() { "" } else { " " },
+            matched.join(" "),
+            rule.does,
+            rule.hits,
+            rule.matched,
+        );
     }
     out
 }
