@@ -334,3 +334,38 @@ def test_the_replication_log_keeps_its_rows_and_says_when_it_is_paced(broker, br
     producer.flush(10)
     assert busy_seen, "the replication log never said it was busy under a steady produce load"
     wait_for("the busy note to clear once the traffic stopped", lambda: text_of(browser, "#events-pace") == "")
+
+
+def test_the_page_adds_a_fault_rule_counts_its_hits_marks_its_requests_and_removes_it(broker, browser):
+    """The fault panel: a rule typed into its form is armed, a real producer retrying
+    through it raises its hit count on the page, the request table marks each request the
+    rule fired on, and the rule's button removes it."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("view-faults", 1, 3)])["view-faults"].result(10)
+    open_page(browser, broker)
+    box = browser.find_element(By.ID, "fault-rule")
+    box.clear()
+    box.send_keys(json.dumps({"api": "Produce", "client_id": "view-fault",
+                              "error": "NOT_LEADER_OR_FOLLOWER", "times": 2}))
+    click(browser, ".fault-form button[type=submit]")
+    wait_for("the rule on the page", lambda: text_of(browser, "tr.fault-rule") is not None)
+    (rule,) = call(broker, "GET", "/api/faults")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
+                         "client.id": "view-fault", "retry.backoff.ms": 50})
+    producer.produce("view-faults", b"through")
+    assert producer.flush(30) == 0
+    wait_for("two hits on the page", lambda: text_of(
+        browser, f'tr.fault-rule[data-rule="{rule["id"]}"] .fault-hits') == "2")
+    marked = lambda: browser.execute_script("""
+        return [...document.querySelectorAll('tr.request[data-request="Produce"]')]
+          .filter((r) => r.querySelector('td.client').textContent === 'view-fault')
+          .map((r) => (r.querySelector('.fault') || {}).textContent || '');
+    """)
+    wait_for("the faulted produces marked", lambda: sum(
+        f"rule {rule['id']}: error NOT_LEADER_OR_FOLLOWER" in m for m in marked()) == 2)
+    wait_for("the produce that went through, unmarked", lambda: "" in marked())
+    shot(browser, "fault-rules.png")
+    browser.execute_script(
+        f"document.querySelector('tr.fault-rule[data-rule=\"{rule['id']}\"] button').click()")
+    wait_for("the rule removed", lambda: call(broker, "GET", "/api/faults") == [])
+    wait_for("the panel says so", lambda: "no fault rules" in (text_of(browser, "#faults") or ""))

@@ -118,11 +118,15 @@ function say(text, bad) {
 }
 
 async function post(path, body) {
+  return call('POST', path, body);
+}
+
+async function call(method, path, body) {
   const headers = { 'Content-Type': body && body.startsWith('{') ? 'application/json' : 'text/plain' };
   if (token()) headers.Authorization = 'Bearer ' + token();
   let r;
   try {
-    r = await fetch(path, { method: 'POST', headers, body: body || '' });
+    r = await fetch(path, { method, headers, body: method === 'GET' ? undefined : (body || '') });
   } catch (e) {
     say(`${path}: ${e}`, true);
     return null;
@@ -365,6 +369,7 @@ function render() {
   // Countdowns are moved on by renderCountdowns, not by redrawing.
   redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
   redraw('groups', JSON.stringify(st.groups), renderGroups);
+  redraw('faults', JSON.stringify(st.faults), renderFaults);
   redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
   redraw('brokers', JSON.stringify(st.brokers), renderBrokers);
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
@@ -585,7 +590,49 @@ function renderPurgatories() {
 }
 
 function rank(key) {
-  return { produce: 0, fetch: 1, delete_records: 2, rebalance: 3, heartbeat: 4 }[key] ?? 9;
+  return { produce: 0, fetch: 1, delete_records: 2, rebalance: 3, heartbeat: 4, fault_delay: 5 }[key] ?? 9;
+}
+
+// The fault rules (`/api/faults`), in the order the broker checks them, with their hits;
+// a rule is added as JSON and removed by its button. What a rule holds back waits in the
+// FaultDelay purgatory above, and the request table marks each request a rule fired on.
+const RULE_MATCH_KEYS = ['client_id', 'topic', 'partition', 'broker', 'group', 'min_version', 'max_version'];
+const RULE_TRIGGERS = ['times', 'nth', 'probability'];
+let faultDraft = '{"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "times": 3}';
+function renderFaults() {
+  const rules = frame.state.faults || [];
+  const rows = rules.map((r) => {
+    const match = RULE_MATCH_KEYS.filter((k) => r[k] !== undefined).map((k) => `${k}=${r[k]}`).join(' ');
+    const trigger = RULE_TRIGGERS.filter((k) => r[k] !== undefined).map((k) => `${k} ${r[k]}${k === 'probability' ? ` seed ${r.seed ?? 0}` : ''}`)[0] || 'always';
+    return h('tr', { key: r.id, class: 'fault-rule', 'data-rule': r.id },
+      h('td', { class: 'num' }, r.id),
+      h('td', null, h('b', null, String(r.api)), match ? ` ${match}` : null),
+      h('td', null, r.does),
+      h('td', null, trigger),
+      h('td', { class: 'num', title: 'fired / matched' }, h('b', { class: 'fault-hits' }, n(r.hits)), ` / ${n(r.matched)}`),
+      h('td', null, h('button', { title: `DELETE /api/faults/${r.id}`, onclick: () => removeFault(r.id) }, 'remove')));
+  });
+  show('faults', [h('h3', { key: 'h' }, `Fault rules (${n(rules.length)})`),
+    rows.length
+      ? h('table', { key: 't' }, h('thead', null, h('tr', null, h('th', { class: 'num' }, 'id'), h('th', null, 'matches'), h('th', null, 'does'), h('th', null, 'when'), h('th', { class: 'num' }, 'hits'), h('th', null, ''))), h('tbody', null, rows))
+      : h('div', { key: 'e', class: 'empty' }, 'no fault rules: every request is answered as usual'),
+    h('form', { key: 'f', class: 'fault-form', onsubmit: addFault },
+      h('input', { id: 'fault-rule', size: 48, value: faultDraft, 'aria-label': 'fault rule as JSON', oninput: (e) => { faultDraft = e.target.value; } }),
+      h('button', { type: 'submit', title: 'POST /api/faults' }, 'Add rule'),
+      rules.length ? h('button', { type: 'button', title: 'DELETE /api/faults', onclick: clearFaults }, 'Clear all') : null)]);
+}
+
+function addFault(e) {
+  e.preventDefault();
+  post('/api/faults', faultDraft).then((r) => r && say(`fault rule ${r.id} added`));
+}
+
+function removeFault(id) {
+  call('DELETE', `/api/faults/${id}`).then((r) => r && say(`fault rule ${id} removed`));
+}
+
+function clearFaults() {
+  call('DELETE', '/api/faults').then((r) => r && say(`${r.removed} fault rule(s) removed`));
 }
 
 // The group coordinator's groups: each with its state, generation and members (their
@@ -758,7 +805,8 @@ function requestRow(r, now) {
     h('td', { class: 'tps' }, tps),
     h('td', null, h('div', { class: 'bar' }, segs), h('div', { class: 'phases' }, phaseText)),
     h('td', { class: 'num' }, waiting ? '…' : `${msText(total)} ms`),
-    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null));
+    h('td', { class: 'cause' }, causeText(r), r.error ? h('span', { class: 'err' }, ` ${r.error}`) : null,
+      r.fault ? h('span', { class: 'fault', title: 'a fault rule fired on this request' }, ` ⚡ rule ${r.fault.rule}: ${r.fault.action}`) : null));
 }
 
 // The countdowns to deadlines and bucket flushes, on the broker clock (see `countdown`).

@@ -20,7 +20,7 @@ use crate::faults::answer::{self, ErrorPlan, Patch};
 use crate::faults::{Action, Fired};
 use crate::handlers::{Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
-use crate::telemetry::FaultNote;
+use crate::telemetry::{FaultNote, PartitionNote};
 
 /// What the read loop does with a request a rule fired on.
 pub(super) struct Injected {
@@ -78,7 +78,7 @@ pub(super) async fn inject(
         },
     );
     Ok(match fired.action {
-        Action::Error(code) => match answer::plan(request, ctx.api_version, &fired.matches, code) {
+        Action::Error(code) => match error_plan(rm, ctx, request, &fired, code) {
             ErrorPlan::Answer(response) => Injected::reply(Reply::now(response), rule, ctx),
             ErrorPlan::Handle(rest, patch) => Injected {
                 patch: Some(patch),
@@ -112,6 +112,26 @@ pub(super) async fn inject(
             ..Injected::handle(request, rule, ctx)
         },
     })
+}
+
+/// An error rule's plan, with the partitions it fails noted in the request log.
+fn error_plan(
+    rm: &ReplicaManager,
+    ctx: &RequestContext,
+    request: RequestKind,
+    fired: &Fired,
+    code: i16,
+) -> ErrorPlan {
+    let (plan, failed) = answer::plan(request, ctx.api_version, &fired.matches, code);
+    let notes = failed.into_iter().map(|tp| PartitionNote {
+        tp,
+        offset: -1,
+        last_offset: -1,
+        required: None,
+        error: Some(code),
+    });
+    rm.telemetry.note_parked(ctx.trace, notes, None);
+    plan
 }
 
 /// Applies what the rule does to the handler's (now known) reply.

@@ -37,6 +37,7 @@ use kafka_protocol::messages::{
 
 use super::rule::Match;
 use crate::handlers::sb;
+use crate::partition::TopicPartition;
 
 /// Changes a handler's answer once it has one.
 pub type Patch = Box<dyn FnOnce(&mut ResponseKind) + Send>;
@@ -53,7 +54,25 @@ pub enum ErrorPlan {
 type Taken = Vec<(TopicName, Vec<i32>)>;
 
 /// The plan for `request`, answered with `code` where `rule` says.
-pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> ErrorPlan {
+/// Also returns the partitions that answer the error, for the request log.
+pub fn plan(
+    request: RequestKind,
+    version: i16,
+    rule: &Match,
+    code: i16,
+) -> (ErrorPlan, Vec<TopicPartition>) {
+    let mut failed = Vec::new();
+    let plan = plan_into(request, version, rule, code, &mut failed);
+    (plan, failed)
+}
+
+fn plan_into(
+    request: RequestKind,
+    version: i16,
+    rule: &Match,
+    code: i16,
+    failed: &mut Vec<TopicPartition>,
+) -> ErrorPlan {
     // Partition-level only when the rule names partitions; else every partition.
     let covers = |t: &str, p: i32| !rule.names_partitions() || rule.covers(t, p);
     match request {
@@ -64,6 +83,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partition_data,
                 |p| p.index,
                 covers,
+                failed,
             );
             let patch = move |response: &mut ResponseKind| {
                 if let ResponseKind::Produce(resp) = response {
@@ -109,6 +129,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partitions,
                 |p| p.partition,
                 covers,
+                failed,
             );
             // A fetch with a failed partition answers at once, as Kafka's does.
             r.max_wait_ms = 0;
@@ -151,6 +172,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partitions,
                 |p| p.partition_index,
                 covers,
+                failed,
             );
             let patch = move |response: &mut ResponseKind| {
                 if let ResponseKind::ListOffsets(resp) = response {
@@ -189,6 +211,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partitions,
                 |p| p.partition_index,
                 covers,
+                failed,
             );
             let patch = move |response: &mut ResponseKind| {
                 if let ResponseKind::OffsetCommit(resp) = response {
@@ -224,6 +247,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partitions,
                 |p| p.partition_index,
                 covers,
+                failed,
             );
             let patch = move |response: &mut ResponseKind| {
                 if let ResponseKind::DeleteRecords(resp) = response {
@@ -260,6 +284,7 @@ pub fn plan(request: RequestKind, version: i16, rule: &Match, code: i16) -> Erro
                 |t| &mut t.partitions,
                 |p| p.partition,
                 covers,
+                failed,
             );
             let patch = move |response: &mut ResponseKind| {
                 if let ResponseKind::OffsetForLeaderEpoch(resp) = response {
@@ -317,6 +342,7 @@ fn take<T, P>(
     partitions: impl Fn(&mut T) -> &mut Vec<P>,
     index: impl Fn(&P) -> i32,
     covers: impl Fn(&str, i32) -> bool,
+    failed: &mut Vec<TopicPartition>,
 ) -> Taken {
     let mut taken = Vec::new();
     for topic in topics.iter_mut() {
@@ -326,6 +352,7 @@ fn take<T, P>(
             let hit = covers(&topic_name.0, index(p));
             if hit {
                 picked.push(index(p));
+                failed.push(TopicPartition::new(&topic_name.0, index(p)));
             }
             !hit
         });

@@ -140,8 +140,13 @@ fn a_partition_error_takes_only_the_matched_partitions_out_of_a_produce() {
     let request = produce(&[("a", &[0, 1]), ("b", &[0])]);
     let rule =
         RuleSpec::parse(r#"{"api": "Produce", "topic": "a", "partition": 1, "error": 6}"#).unwrap();
-    let ErrorPlan::Handle(RequestKind::Produce(rest), patch) = plan(request, 9, &rule.matches, 6)
-    else {
+    let (planned, failed) = plan(request, 9, &rule.matches, 6);
+    assert_eq!(
+        failed,
+        [crate::partition::TopicPartition::new("a", 1)],
+        "for the request log"
+    );
+    let ErrorPlan::Handle(RequestKind::Produce(rest), patch) = planned else {
         panic!("the other partitions are handled");
     };
     let left: Vec<(String, Vec<i32>)> = rest
@@ -190,14 +195,14 @@ fn a_fetch_with_error_partitions_answers_at_once_and_all_taken_needs_no_handler(
         ))
     };
     let rule = RuleSpec::parse(r#"{"api": "Fetch", "partition": 0, "error": 6}"#).unwrap();
-    match plan(fetch(&[0, 1]), 12, &rule.matches, 6) {
+    match plan(fetch(&[0, 1]), 12, &rule.matches, 6).0 {
         ErrorPlan::Handle(RequestKind::Fetch(rest), _) => {
             assert_eq!(rest.max_wait_ms, 0, "no long poll with an error to report");
             assert_eq!(rest.topics[0].partitions.len(), 1);
         }
         _ => panic!("partition 1 is handled"),
     }
-    match plan(fetch(&[0]), 12, &rule.matches, 6) {
+    match plan(fetch(&[0]), 12, &rule.matches, 6).0 {
         ErrorPlan::Answer(ResponseKind::Fetch(answer)) => {
             let p = &answer.responses[0].partitions[0];
             assert_eq!(
@@ -221,7 +226,7 @@ fn a_metadata_error_keeps_the_brokers_and_fails_the_covered_topics() {
             .unwrap();
     let request = RequestKind::Metadata(Default::default());
     let ErrorPlan::Handle(RequestKind::Metadata(asked), patch) =
-        plan(request, 12, &rule.matches, 5)
+        plan(request, 12, &rule.matches, 5).0
     else {
         panic!("metadata is answered as usual, then patched");
     };
