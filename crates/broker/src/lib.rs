@@ -19,6 +19,10 @@
 //!    `DelayedSync` and `DelayedHeartbeat`, which answer through callbacks;
 //! 6. [`partition`] — the lock around one `replog::Partition`.
 //!
+//! Beside the request path: [`faults`], the rules that make a broker misbehave on purpose
+//! (applied by the connection before a handler runs), and [`testing`], a broker or cluster
+//! inside a Rust test.
+//!
 //! A broker that follows a partition fetches it from the leader with the `followersim`
 //! fetch loop, appending into its own log: [`replica_fetcher`].
 //!
@@ -47,6 +51,7 @@ pub mod server;
 pub mod telemetry;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
+pub mod testing;
 pub mod topics;
 
 pub use config::BrokerConfig;
