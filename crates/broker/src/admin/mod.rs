@@ -406,6 +406,22 @@ async fn post_follower(
     .into_response()
 }
 
+/// The longest single step of a manual clock: 7 days. A step fires every timer task it
+/// passes, and periodic ones (the ISR check every `replica.lag.time.max.ms / 2`) once per
+/// period, so an unbounded step could run for hours; and the clock must stay far below
+/// i64::MAX, where deadlines computed from it would overflow.
+pub const MAX_CLOCK_STEP_MS: i64 = 7 * 24 * 3_600_000;
+
+/// A clock step as asked for, or why it is refused.
+fn clock_step(ms: i64) -> Result<u64, String> {
+    u64::try_from(ms)
+        .ok()
+        .filter(|&ms| ms <= MAX_CLOCK_STEP_MS as u64)
+        .ok_or_else(|| {
+            format!("`ms` is {ms}: one step takes 0 to {MAX_CLOCK_STEP_MS} ms (7 days); step again for more")
+        })
+}
+
 async fn post_clock_advance(
     State(s): State<AdminState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -422,14 +438,8 @@ async fn post_clock_advance(
             "the broker's system clock is running: freeze it first (POST /api/clock/freeze), or start it with --clock manual",
         );
     }
-    let ms = match number_arg(&query, &body, "ms") {
-        Ok(ms) if ms >= 0 => ms as u64,
-        Ok(ms) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("`ms` must be >= 0, got {ms}"),
-            )
-        }
+    let ms = match number_arg(&query, &body, "ms").and_then(clock_step) {
+        Ok(ms) => ms,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let rm = s.rm.clone();
@@ -482,6 +492,55 @@ mod tests {
         assert_eq!(no_token.status(), StatusCode::UNAUTHORIZED);
         let wrong = authorize(&s, "192.0.2.7:5000".parse().unwrap(), &bearer("guess")).unwrap_err();
         assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn a_clock_step_is_bounded_to_seven_days_and_never_negative() {
+        assert_eq!(clock_step(0), Ok(0));
+        assert_eq!(clock_step(MAX_CLOCK_STEP_MS), Ok(604_800_000));
+        for hostile in [
+            -1,
+            MAX_CLOCK_STEP_MS + 1,
+            99_999_999_999_999,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let refused = clock_step(hostile).unwrap_err();
+            assert!(refused.contains(&format!("`ms` is {hostile}")), "{refused}");
+            assert!(refused.contains("0 to 604800000 ms"), "{refused}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_clock_steps_get_a_400_and_leave_the_clock_where_it_was() {
+        let s = state(None);
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let before = s.rm.now_ms();
+        for ms in ["99999999999999", "9223372036854775807", "-5"] {
+            let query = HashMap::from([("ms".to_string(), ms.to_string())]);
+            let answer = post_clock_advance(
+                State(s.clone()),
+                ConnectInfo(peer),
+                HeaderMap::new(),
+                Query(query),
+                String::new(),
+            )
+            .await;
+            assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "ms={ms}");
+            assert_eq!(s.rm.now_ms(), before, "ms={ms} moved the clock");
+        }
+        // The largest legal step completes, and the clock is where it says.
+        let query = HashMap::from([("ms".to_string(), MAX_CLOCK_STEP_MS.to_string())]);
+        let answer = post_clock_advance(
+            State(s.clone()),
+            ConnectInfo(peer),
+            HeaderMap::new(),
+            Query(query),
+            String::new(),
+        )
+        .await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(s.rm.now_ms(), before + MAX_CLOCK_STEP_MS as u64);
     }
 
     #[test]
