@@ -215,13 +215,19 @@ async fn read_loop(
                 ctx.trace = rm.telemetry.begin(name, &ctx, received, rm.now_ms());
                 let (trace, api_version, correlation_id) =
                     (ctx.trace, ctx.api_version, ctx.correlation_id);
-                let fired = rm.faults.check(&RequestFacts::of(
-                    api_key,
-                    api_version,
-                    &ctx.client_id,
-                    rm.config.broker_id,
-                    &request,
-                ));
+                // With no rule armed (the usual case) a request costs one atomic load here:
+                // its facts are only read when there is a rule to match them against.
+                let fired = if rm.faults.is_armed() {
+                    rm.faults.check(&RequestFacts::of(
+                        api_key,
+                        api_version,
+                        &ctx.client_id,
+                        rm.config.broker_id,
+                        &request,
+                    ))
+                } else {
+                    None
+                };
                 let request = match fired {
                     None => Some(request),
                     Some(fired) => match inject::inject(rm, &ctx, request, fired).await {
