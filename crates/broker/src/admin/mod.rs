@@ -516,29 +516,22 @@ mod tests {
         let s = state(None);
         let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let before = s.rm.now_ms();
-        for ms in ["99999999999999", "9223372036854775807", "-5"] {
-            let query = HashMap::from([("ms".to_string(), ms.to_string())]);
-            let answer = post_clock_advance(
+        let advance = |ms: String| {
+            post_clock_advance(
                 State(s.clone()),
                 ConnectInfo(peer),
                 HeaderMap::new(),
-                Query(query),
+                Query(HashMap::from([("ms".to_string(), ms)])),
                 String::new(),
             )
-            .await;
+        };
+        for ms in ["99999999999999", "9223372036854775807", "-5"] {
+            let answer = advance(ms.to_string()).await;
             assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "ms={ms}");
             assert_eq!(s.rm.now_ms(), before, "ms={ms} moved the clock");
         }
         // The largest legal step completes, and the clock is where it says.
-        let query = HashMap::from([("ms".to_string(), MAX_CLOCK_STEP_MS.to_string())]);
-        let answer = post_clock_advance(
-            State(s.clone()),
-            ConnectInfo(peer),
-            HeaderMap::new(),
-            Query(query),
-            String::new(),
-        )
-        .await;
+        let answer = advance(MAX_CLOCK_STEP_MS.to_string()).await;
         assert_eq!(answer.status(), StatusCode::OK);
         assert_eq!(s.rm.now_ms(), before + MAX_CLOCK_STEP_MS as u64);
     }
