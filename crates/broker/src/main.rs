@@ -1,7 +1,7 @@
 //! The `purgatory` command: run the broker (`serve`, the default), or talk to a running
 //! one's admin API (`ctl`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -12,6 +12,7 @@ use purgatory::Broker;
 use tracing_subscriber::EnvFilter;
 
 mod ctl;
+mod ready;
 
 /// A mock Kafka broker that makes delayed operations real and visible.
 #[derive(Parser)]
@@ -24,6 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker (the default when no command is given).
+    #[command(after_long_help = READY_HELP)]
     Serve(ServeArgs),
     /// Talk to a running broker's admin API.
     Ctl(CtlArgs),
@@ -134,6 +136,27 @@ enum CtlCommand {
     },
 }
 
+/// `serve --help`'s account of the ready announcement (`ready.rs`).
+const READY_HELP: &str = "\
+Once every listener is bound and serving (the Kafka listeners and the admin API), the broker \
+says where, as one JSON object:
+
+  {\"brokers\":[{\"id\":1,\"listener\":\"127.0.0.1:41234\",\"advertised\":\"127.0.0.1:41234\"}],
+   \"bootstrap\":\"127.0.0.1:41234\",\"admin\":\"127.0.0.1:41235\"}
+
+`brokers` lists every Kafka listener: its broker id, the address it is bound to, and the \
+host:port Metadata advertises (always the bound port). `bootstrap` is the advertised \
+addresses joined by commas, for a client's bootstrap.servers. `admin` is the admin HTTP \
+listener's address, or null with --no-admin.
+
+With --ready-file PATH the object is written to PATH (a temporary file in the same \
+directory, renamed into place: a reader never sees half of it; a PATH left by an earlier \
+run is removed at start). Without, it is printed as one line on stdout. Logs go to stderr.
+
+Any listener may be given port 0 (--listen 127.0.0.1:0, --admin-listen 127.0.0.1:0): the \
+kernel picks a free port, and the announcement tells which. Tests start the broker that way \
+rather than guessing free ports.";
+
 /// Brokers started when the binary runs with no command: enough for a leader to fail and
 /// an ISR of two to remain.
 const DEFAULT_BROKERS: i32 = 3;
@@ -143,7 +166,8 @@ struct ServeArgs {
     /// Broker config file (TOML, Kafka-named keys). Defaults to config/broker.toml if present.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Kafka listener address, e.g. 127.0.0.1:9092 (overrides `listeners`).
+    /// Kafka listener address, e.g. 127.0.0.1:9092 (overrides `listeners`). Port 0: one
+    /// the kernel picks, told by the ready announcement (--ready-file).
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
     /// Host advertised to clients in Metadata (overrides `advertised.host`).
@@ -167,18 +191,23 @@ struct ServeArgs {
     /// Embedded followers' extra delay before each fetch (overrides `follower.fetch.delay.ms`).
     #[arg(long, value_name = "MS")]
     follower_delay_ms: Option<u64>,
-    /// Admin HTTP listener (overrides `admin.listeners`).
+    /// Admin HTTP listener (overrides `admin.listeners`). Port 0: one the kernel picks.
     #[arg(long, value_name = "HOST:PORT")]
     admin_listen: Option<String>,
     /// Do not serve the admin HTTP API.
     #[arg(long)]
     no_admin: bool,
     /// Run N brokers in this process (ids 1..N, listeners on consecutive ports from
-    /// `--listen`), each following the others over the Kafka protocol. 1: a single broker,
+    /// `--listen`, or each on a port the kernel picks if its port is 0), each following
+    /// the others over the Kafka protocol. 1: a single broker,
     /// no followers. Without it: one leader and its simulated followers (with no command
     /// at all, as `cargo run --release` runs it: three brokers).
     #[arg(long, value_name = "N")]
     brokers: Option<i32>,
+    /// Once every listener serves, write their addresses to FILE as JSON, atomically,
+    /// instead of printing them as one line on stdout (see the end of `serve --help`).
+    #[arg(long, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
 }
 
 const DEFAULT_CONFIG: &str = "config/broker.toml";
@@ -249,7 +278,10 @@ fn run() -> anyhow::Result<()> {
     // share of the broker's CPU under acks=all load (docs/performance.md), and the live
     // view and `ctl trace` tell each request's story anyway. `RUST_LOG=purgatory=info`
     // turns them back on.
+    // Logs go to stderr: stdout carries only the ready announcement (`ready.rs`), so
+    // that whoever started the broker can read it as one line.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| {
             EnvFilter::new("info,purgatory::purgatory=warn,purgatory::replication=warn")
         }))
@@ -265,33 +297,44 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Ctl(ctl)) => return run_ctl(ctl),
     };
     let mut config = load_config(&args)?;
+    let ready_file = args.ready_file.as_deref();
+    if let Some(path) = ready_file {
+        ready::clear(path)?;
+    }
     let runtime = purgatory::server::runtime()?;
     match args.brokers {
-        Some(n) if n > 1 => runtime.block_on(serve_cluster(config, n)),
+        Some(n) if n > 1 => runtime.block_on(serve_cluster(config, n, ready_file)),
         Some(n) if n < 1 => anyhow::bail!("--brokers must be at least 1, got {n}"),
         Some(_) => {
             // One broker and no followers: every topic has replication factor 1.
             config.follower_count = 0;
             config.embedded_followers = false;
             config.default_replication_factor = 1;
-            runtime.block_on(serve(config))
+            runtime.block_on(serve(config, ready_file))
         }
-        None => runtime.block_on(serve(config)),
+        None => runtime.block_on(serve(config, ready_file)),
     }
 }
 
 /// `--brokers N`: N brokers in this process. The admin listener shows broker 1.
-async fn serve_cluster(config: BrokerConfig, brokers: i32) -> anyhow::Result<()> {
+async fn serve_cluster(
+    config: BrokerConfig,
+    brokers: i32,
+    ready_file: Option<&Path>,
+) -> anyhow::Result<()> {
     let cluster = purgatory::cluster::Cluster::start(config, brokers).await?;
     let first = cluster
         .broker(1)
         .ok_or_else(|| anyhow::anyhow!("broker 1 did not start"))?;
     let rm = first.replica_manager().clone();
+    let mut listeners = Vec::new();
     for id in cluster.ids() {
         if let Some(b) = cluster.broker(id) {
             tracing::info!(broker = id, listen = %b.local_addr(), "broker ready");
+            listeners.push(listener(b));
         }
     }
+    let mut admin_addr = None;
     if rm.config.admin_enable {
         let state = AdminState::new(
             rm.clone(),
@@ -300,15 +343,26 @@ async fn serve_cluster(config: BrokerConfig, brokers: i32) -> anyhow::Result<()>
             rm.config.admin_token.clone(),
         )
         .with_cluster(cluster.clone());
-        admin::start(&rm.config.admin_listen, state)?;
+        admin_addr = Some(admin::start(&rm.config.admin_listen, state)?);
     }
+    ready::announce(ready_file, &ready::Announcement::new(listeners, admin_addr))?;
     tokio::signal::ctrl_c().await?;
     tracing::info!("shutting down");
     cluster.shutdown().await;
     Ok(())
 }
 
-async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+/// Broker `b`'s listener, as the ready announcement tells it.
+fn listener(b: &Broker) -> ready::Listener {
+    let (host, port) = purgatory::handlers::metadata::advertised(b.replica_manager());
+    ready::Listener {
+        id: b.replica_manager().config.broker_id,
+        listener: b.local_addr(),
+        advertised: format!("{host}:{port}"),
+    }
+}
+
+async fn serve(config: BrokerConfig, ready_file: Option<&Path>) -> anyhow::Result<()> {
     let broker = Broker::start(config).await?;
     let rm = broker.replica_manager().clone();
     let followers = if rm.config.embedded_followers && rm.config.follower_count > 0 {
@@ -327,6 +381,7 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     } else {
         EmbeddedFollowers::none()
     };
+    let mut admin_addr = None;
     if rm.config.admin_enable {
         let state = AdminState::new(
             rm.clone(),
@@ -334,8 +389,12 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
             followers.clone(),
             rm.config.admin_token.clone(),
         );
-        admin::start(&rm.config.admin_listen, state)?;
+        admin_addr = Some(admin::start(&rm.config.admin_listen, state)?);
     }
+    ready::announce(
+        ready_file,
+        &ready::Announcement::new(vec![listener(&broker)], admin_addr),
+    )?;
     tokio::signal::ctrl_c().await?;
     tracing::info!("shutting down");
     followers.shutdown().await;
