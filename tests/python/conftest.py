@@ -1,13 +1,13 @@
 """Start the real `purgatory` binary for the Python real-client tests.
 
-Each test module gets a fresh broker on free loopback ports, with its two embedded
+Each test module gets a fresh broker on loopback ports the kernel picks, with its two embedded
 followers (replica ids 2 and 3) replicating over the wire and the admin API enabled.
 """
 
+import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,65 +19,50 @@ BINARY = os.environ.get("PURGATORY_BIN", os.path.join(ROOT, "target", "release",
 JAVA_TESTS = os.path.join(ROOT, "tests", "java")
 
 
-def free_ports(n):
-    """`n` distinct free ports. The sockets are held until all are bound: ports asked for
-    one after the other can come back equal once the first socket is closed."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+_launched = itertools.count(1)
 
 
-def launch(server, args, log_name, ready):
-    """Starts `args` as `server.proc`, logging to target/`log_name`, until `ready()` stops
-    raising OSError: True once it does, False if a port was taken (the caller picks
-    others), an error if the process stopped or never answered."""
-    server.log = open(os.path.join(ROOT, "target", log_name), "w")
-    server.proc = subprocess.Popen(args, stdout=server.log, stderr=subprocess.STDOUT, cwd=ROOT)
+def launch(server, args, name):
+    """Starts `purgatory serve` with `args` as `server.proc`, every listener on a port the
+    kernel picks (`--listen 127.0.0.1:0`, `--admin-listen 127.0.0.1:0`), and waits for its
+    ready file (`--ready-file`): the JSON that names the bound addresses, written once every
+    listener serves. Returns that JSON. Logs go to target/pytest-`name`-N.log."""
+    n = f"{os.getpid()}-{next(_launched)}"
+    ready_file = os.path.join(ROOT, "target", f"pytest-{name}-{n}.ready.json")
+    server.log = open(os.path.join(ROOT, "target", f"pytest-{name}-{n}.log"), "w")
+    server.proc = subprocess.Popen(
+        [*args, "--admin-listen", "127.0.0.1:0", "--ready-file", ready_file],
+        stdout=server.log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )
     deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            ready()
-            return True
-        except OSError:
-            if server.proc.poll() is not None:
-                server.log.close()
-                with open(server.log.name) as f:
-                    if "Address already in use" in f.read():
-                        return False
-                raise RuntimeError("the broker stopped; see " + server.log.name)
-            time.sleep(0.05)
-    server.stop()
-    raise RuntimeError("the broker did not start; see " + server.log.name)
+    while not os.path.exists(ready_file):
+        if server.proc.poll() is not None:
+            server.log.close()
+            raise RuntimeError("the broker stopped; see " + server.log.name)
+        if time.time() > deadline:
+            server.stop()
+            raise RuntimeError("the broker did not start; see " + server.log.name)
+        time.sleep(0.02)
+    with open(ready_file) as f:
+        ready = json.load(f)
+    os.remove(ready_file)
+    server.admin = "http://" + ready["admin"]
+    server.bootstrap = ready["bootstrap"]
+    server.listeners = {b["id"]: b["advertised"] for b in ready["brokers"]}
+    return ready
 
 
 class Broker:
-    def __init__(self, extra_args=()):
-        # A port found free can be taken before the broker binds it (the kernel hands the
-        # same range to outgoing connections): a broker that stops on that starts again on
-        # other ports.
-        for _ in range(5):
-            if self._start(extra_args):
-                return
-        raise RuntimeError("broker did not start: its ports were taken 5 times")
+    """One broker and its two embedded followers, on ports the kernel picks."""
 
-    def _start(self, extra_args):
-        """Starts the broker on free ports: True once it answers, False if a port was taken."""
-        self.port, self.admin_port = free_ports(2)
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.admin = f"http://127.0.0.1:{self.admin_port}"
-        args = [
+    def __init__(self, extra_args=()):
+        launch(self, [
             BINARY, "serve",
             "--config", os.path.join(ROOT, "config", "broker.toml"),
-            "--listen", self.bootstrap,
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--listen", "127.0.0.1:0",
             *extra_args,
-        ]
-        return launch(self, args, f"pytest-broker-{self.port}.log", self.state)
+        ], "broker")
+        self.port = int(self.bootstrap.rsplit(":", 1)[1])
 
     def state(self):
         with urllib.request.urlopen(self.admin + "/api/state", timeout=5) as r:
@@ -140,31 +125,16 @@ def wait_for(what, condition, timeout=20.0):
 
 class Cluster:
     """`purgatory serve --brokers N`: N brokers in one process, every listener on a port
-    the kernel picks (`--listen 127.0.0.1:0`), found from `GET /api/brokers`."""
+    the kernel picks, named by the ready file."""
 
     def __init__(self, brokers=3, config=None, extra_args=()):
-        for _ in range(5):
-            if self._start(brokers, config, extra_args):
-                return
-        raise RuntimeError("cluster did not start: its admin port was taken 5 times")
-
-    def _start(self, brokers, config, extra_args):
-        (self.admin_port,) = free_ports(1)
-        self.admin = f"http://127.0.0.1:{self.admin_port}"
-        args = [
+        launch(self, [
             BINARY, "serve",
             "--config", config or os.path.join(ROOT, "config", "broker.toml"),
             "--brokers", str(brokers),
             "--listen", "127.0.0.1:0",
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
             *extra_args,
-        ]
-
-        def ready():
-            self.listeners = {b["id"]: b["listener"] for b in self.get("/api/brokers")}
-            self.bootstrap = ",".join(self.listeners.values())
-
-        return launch(self, args, f"pytest-cluster-{self.admin_port}.log", ready)
+        ], "cluster")
 
     def get(self, path):
         with urllib.request.urlopen(self.admin + path, timeout=5) as r:

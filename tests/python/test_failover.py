@@ -302,15 +302,21 @@ def test_with_no_command_the_binary_runs_three_brokers_and_broker_1_leads_demo()
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is taken: the defaults need it"
     log = open(os.path.join(ROOT, "target", "pytest-no-command.log"), "w")
-    proc = subprocess.Popen([BINARY], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([BINARY], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
     try:
+        # Without --ready-file the bound addresses come as one line on stdout, once every
+        # listener serves (the logs go to stderr).
+        ready = json.loads(proc.stdout.readline())
+        assert ready == {
+            "brokers": [{"id": i, "listener": f"127.0.0.1:{p}", "advertised": f"127.0.0.1:{p}"}
+                        for i, p in ((1, 9092), (2, 9093), (3, 9094))],
+            "bootstrap": "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094",
+            "admin": "127.0.0.1:8080",
+        }
+
         def brokers():
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:8080/api/brokers", timeout=2) as r:
-                    return json.load(r)
-            except OSError:
-                return None
-        wait_for("the default brokers", lambda: brokers() is not None)
+            with urllib.request.urlopen("http://127.0.0.1:8080/api/brokers", timeout=2) as r:
+                return json.load(r)
         assert [(b["id"], b["listener"], b["alive"]) for b in brokers()] == [
             (1, "127.0.0.1:9092", True), (2, "127.0.0.1:9093", True), (3, "127.0.0.1:9094", True)]
         p = Producer({"bootstrap.servers": "127.0.0.1:9092", "acks": "all"})
