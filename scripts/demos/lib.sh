@@ -7,42 +7,31 @@ PURGATORY="${PURGATORY_BIN:-$ROOT/target/release/purgatory}"
 command -v kcat >/dev/null || { echo "kcat is required (apt-get install kcat)"; exit 1; }
 [ -x "$PURGATORY" ] || (cd "$ROOT" && cargo build --release -q -p purgatory)
 
-# free_ports N: N distinct free ports. The sockets are held until all are bound: ports
-# asked for one after the other can come back equal once the first socket is closed.
-free_ports() { python3 -c 'import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"; }
-
 say() { printf '  %s\n' "$*"; }
 ok() { printf '  \033[32mOK\033[0m %s\n' "$*"; }
 fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; echo "  broker log: $BROKER_LOG"; tail -n 30 "$BROKER_LOG" | sed 's/^/    | /'; exit 1; }
 
-# start_broker [purgatory serve flags...]: starts a broker with embedded followers on free
-# ports and waits for its admin API. BROKER_CONFIG=FILE replaces config/broker.toml.
-# A port found free can be taken before the broker binds it (the kernel hands the same
-# range to outgoing connections): a broker that stops on that starts again on other ports.
+# start_broker [purgatory serve flags...]: starts a broker with embedded followers, every
+# listener on a port the kernel picks, and waits for its ready file (`--ready-file`), which
+# names the bound addresses once they serve. Sets BOOTSTRAP, ADMIN, BROKER_PID and
+# BROKER_LOG. BROKER_CONFIG=FILE replaces config/broker.toml.
 start_broker() {
-    local attempt
-    for attempt in 1 2 3 4 5; do
-        read -r PORT ADMIN_PORT < <(free_ports 2)
-        BOOTSTRAP="127.0.0.1:$PORT"; ADMIN="127.0.0.1:$ADMIN_PORT"
-        BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
-        RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \
-            --listen "$BOOTSTRAP" --admin-listen "$ADMIN" "$@" >"$BROKER_LOG" 2>&1 &
-        BROKER_PID=$!
-        trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
-        for _ in $(seq 1 200); do
-            "$PURGATORY" ctl --admin "$ADMIN" state --json >/dev/null 2>&1 && return 0
-            if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-                grep -q "Address already in use" "$BROKER_LOG" && continue 2
-                fail "broker stopped"
-            fi
-            sleep 0.05
-        done
-        fail "broker did not start"
+    BROKER_LOG="$(mktemp -t purgatory-demo.XXXXXX.log)"
+    local ready="$BROKER_LOG.ready.json"
+    RUST_LOG="${RUST_LOG:-purgatory=info}" "$PURGATORY" serve --config "${BROKER_CONFIG:-$ROOT/config/broker.toml}" \
+        --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --ready-file "$ready" "$@" >"$BROKER_LOG" 2>&1 &
+    BROKER_PID=$!
+    trap 'kill $BROKER_PID 2>/dev/null || true; wait $BROKER_PID 2>/dev/null || true' EXIT
+    local deadline=$((SECONDS + 30))
+    until [ -e "$ready" ]; do
+        kill -0 "$BROKER_PID" 2>/dev/null || fail "broker stopped"
+        [ $SECONDS -lt $deadline ] || fail "broker did not start"
+        sleep 0.02
     done
-    fail "broker did not start: its ports were taken $attempt times"
+    read -r BOOTSTRAP ADMIN < <(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["bootstrap"], r["admin"])' "$ready")
+    rm -f "$ready"
 }
 
 ctl() { "$PURGATORY" ctl --admin "$ADMIN" "$@"; }
