@@ -35,7 +35,7 @@ import urllib.request
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench_view import free_ports  # the view bench's: ports held until all are bound
+import ready_launch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MIB = 1 << 20
@@ -64,29 +64,11 @@ def status_kib(pid, field):
 
 
 def run_once(binary, cap_bytes, megabytes, partitions, brokers):
-    port, admin_port = free_ports(2)
-    bootstrap = f"127.0.0.1:{port}"
     config = config_with_cap(cap_bytes)
-    # Several brokers take ports the kernel picks; their listeners come from /api/brokers.
-    listen = bootstrap if brokers == 1 else "127.0.0.1:0"
     extra = [] if brokers == 1 else ["--brokers", str(brokers)]
-    proc = subprocess.Popen(
-        [binary, "serve", "--config", config, "--listen", listen,
-         "--admin-listen", f"127.0.0.1:{admin_port}", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, ready = ready_launch.serve(binary, ["--config", config, *extra], subprocess.DEVNULL)
+    bootstrap = ready["bootstrap"]
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/state", timeout=2).read()
-                if brokers > 1:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/brokers", timeout=2) as r:
-                        bootstrap = ",".join(b["listener"] for b in json.load(r))
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"{binary} did not start")
-                time.sleep(0.1)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("mem", partitions, 3)])["mem"].result(timeout=30)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,

@@ -40,7 +40,6 @@ root with the test venv: .venv/bin/python scripts/bench_view.py --rounds 5
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ import urllib.request
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+import ready_launch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -63,35 +64,15 @@ def pinned(cmd, cpus):
     return cmd if cpus is None else ["taskset", "-c", ",".join(map(str, sorted(cpus)))] + cmd
 
 
-def free_ports(n):
-    """`n` distinct free ports. The sockets are held until all are bound: ports asked for
-    one after the other can come back equal once the first socket is closed."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 class Broker:
     def __init__(self, binary):
-        self.port, self.admin_port = free_ports(2)
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.log = tempfile.NamedTemporaryFile(prefix="bench-view-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            pinned([binary, "serve", "--config", os.path.join(ROOT, "config", "broker.toml"),
-             "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{self.admin_port}"], BROKER_CPUS),
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"})
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(self.admin + "/api/state", timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.05)
+        self.proc, ready = ready_launch.serve(
+            binary, ["--config", os.path.join(ROOT, "config", "broker.toml")], self.log,
+            cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"},
+            wrap=lambda cmd: pinned(cmd, BROKER_CPUS))
+        self.bootstrap = ready["bootstrap"]
+        self.admin = "http://" + ready["admin"]
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic("bench", 1, 3)])["bench"].result(timeout=30)
         for _ in range(300):

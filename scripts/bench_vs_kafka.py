@@ -30,12 +30,13 @@ import os
 import re
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
+
+import ready_launch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BINARY = os.path.join(ROOT, "target", "release", "purgatory")
@@ -64,24 +65,14 @@ def free_run(n):
 
 class Ours:
     def __init__(self):
-        base = free_run(2)
-        self.bootstrap = f"127.0.0.1:{base}"
-        self.admin = f"127.0.0.1:{base + 1}"
         self.log = open(os.path.join(ROOT, "target", "bench-vs-kafka-ours.log"), "w")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--config", os.path.join(ROOT, "config", "broker.toml"),
-             "--listen", self.bootstrap, "--admin-listen", self.admin],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://{self.admin}/api/state", timeout=2).read()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise SystemExit("our broker stopped; see target/bench-vs-kafka-ours.log")
-                time.sleep(0.1)
-        raise SystemExit("our broker did not start")
+        try:
+            self.proc, ready = ready_launch.serve(
+                BINARY, ["--config", os.path.join(ROOT, "config", "broker.toml")], self.log, cwd=ROOT)
+        except RuntimeError as e:
+            raise SystemExit(f"our broker: {e}; see target/bench-vs-kafka-ours.log")
+        self.bootstrap = ready["bootstrap"]
+        self.admin = ready["admin"]
 
     def pids(self):
         return [self.proc.pid]
