@@ -39,7 +39,6 @@
 //! ran back to back, so this one cancels most of the machine's drift) and the ratio of the
 //! medians.
 
-use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -303,24 +302,26 @@ fn parse_args() -> Args {
     }
 }
 
-/// The real binary as its own process, on a free port, no admin API.
+/// The real binary as its own process, no admin API, on a port the kernel picks: the
+/// binary announces it as one JSON line on stdout once it serves, so a build to compare
+/// must be one with that announcement (`--ready-file`'s, from the same commit on).
 fn spawn_binary(path: &str) -> (Child, String) {
-    let port = StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(path)
-        .args(["serve", "--listen", &addr, "--no-admin"])
-        .stdout(Stdio::null())
+    let mut child = Command::new(path)
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-admin"])
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {path}: {e}"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "{path} did not start listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .unwrap_or_else(|e| panic!("reading {path}'s ready line: {e}"));
+    let ready: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{path} did not announce its listener ({e}): {line:?}"));
+    let addr = ready["bootstrap"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path}'s ready line has no bootstrap: {line:?}"))
+        .to_string();
     (child, addr)
 }
 

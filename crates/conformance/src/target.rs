@@ -408,7 +408,7 @@ pub async fn http(addr: &str, method: &str, path: &str) -> Result<(u16, String)>
     Ok((status, body.to_owned()))
 }
 
-/// Our broker, started by the harness on free loopback ports.
+/// Our broker, started by the harness on loopback ports the kernel picks.
 pub struct OursProcess {
     child: Child,
     pub bootstrap: String,
@@ -417,38 +417,25 @@ pub struct OursProcess {
 }
 
 impl OursProcess {
-    /// Starts `binary serve --config CONFIG` on free ports, with `extra` flags; a broker
-    /// that stops because a port found free was taken meanwhile is started again, up to 5
-    /// times.
+    /// Starts `binary serve --config CONFIG` with `extra` flags, every listener on a port
+    /// the kernel picks, and reads the bound addresses from its ready file
+    /// (`--ready-file`), which the broker writes whole once every listener serves.
     pub async fn start(
         binary: &str,
         config: &str,
         log_dir: &std::path::Path,
         extra: &[&str],
     ) -> Result<Self> {
-        for _ in 0..5 {
-            if let Some(started) = Self::try_start(binary, config, log_dir, extra).await? {
-                return Ok(started);
-            }
-        }
-        bail!("our broker did not start: its ports were taken 5 times")
-    }
-
-    async fn try_start(
-        binary: &str,
-        config: &str,
-        log_dir: &std::path::Path,
-        extra: &[&str],
-    ) -> Result<Option<Self>> {
-        let (port, admin_port) = free_ports()?;
-        let bootstrap = format!("127.0.0.1:{port}");
-        let admin = format!("127.0.0.1:{admin_port}");
         std::fs::create_dir_all(log_dir)?;
-        let log = log_dir.join(format!("conformance-broker-{port}.log"));
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("conformance-broker-{}-{n}", std::process::id());
+        let log = log_dir.join(format!("{name}.log"));
+        let ready_file = log_dir.join(format!("{name}.ready.json"));
         let out = std::fs::File::create(&log)?;
         let child = Command::new(binary)
-            .args(["serve", "--config", config, "--listen", &bootstrap])
-            .args(["--admin-listen", &admin])
+            .args(["serve", "--config", config, "--listen", "127.0.0.1:0"])
+            .args(["--admin-listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready_file)
             .args(extra)
             .stdout(out.try_clone()?)
             .stderr(out)
@@ -457,29 +444,38 @@ impl OursProcess {
             .with_context(|| format!("starting {binary}"))?;
         let mut started = OursProcess {
             child,
-            bootstrap,
-            admin,
+            bootstrap: String::new(),
+            admin: String::new(),
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if http(&started.admin, "GET", "/api/state").await.is_ok() {
-                return Ok(Some(started));
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&ready_file) {
+                let ready: serde_json::Value = serde_json::from_str(&text)
+                    .with_context(|| format!("the ready file {}", ready_file.display()))?;
+                let field = |key: &str| {
+                    ready[key]
+                        .as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| anyhow!("the ready file has no {key}: {text}"))
+                };
+                started.bootstrap = field("bootstrap")?;
+                started.admin = field("admin")?;
+                let _ = std::fs::remove_file(&ready_file);
+                return Ok(started);
             }
             if started.child.try_wait()?.is_some() {
-                let text = std::fs::read_to_string(&started.log).unwrap_or_default();
-                if text.contains("Address already in use") {
-                    return Ok(None);
-                }
                 bail!("our broker stopped; see {}", started.log.display());
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            if Instant::now() > deadline {
+                started.stop();
+                bail!(
+                    "our broker was not ready in 30 s; see {}",
+                    started.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        started.stop();
-        bail!(
-            "our broker did not answer in 30 s; see {}",
-            started.log.display()
-        )
     }
 
     pub fn stop(&mut self) {
@@ -506,9 +502,5 @@ impl Drop for OursProcess {
     }
 }
 
-/// Two distinct free loopback ports (both sockets are held until both are found).
-fn free_ports() -> Result<(u16, u16)> {
-    let a = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let b = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok((a.local_addr()?.port(), b.local_addr()?.port()))
-}
+/// Brokers started by this process so far, for their log and ready files' names.
+static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
