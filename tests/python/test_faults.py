@@ -248,6 +248,22 @@ def test_hostile_rules_get_a_400_with_the_reason(broker, body, reason):
     assert rules == [], "nothing was armed"
 
 
+@pytest.mark.parametrize("action", ["delay", "lag"])
+def test_a_followers_delay_and_lag_are_bounded_with_a_400(broker, action):
+    """Every number the admin API takes has a range: a follower's delay or lag is 0 to one
+    hour, and one past it is refused with the range, leaving the follower as it was."""
+    before = call(broker, "GET", "/api/state")[1]["followers"]
+    for hostile in ("99999999999999", "3600001", "-1", "9223372036854775807"):
+        status, answer = call(broker, "POST", f"/api/followers/2/{action}?ms={hostile}", b"")
+        assert status == 400, (hostile, answer)
+        assert "not between 0 and 3600000 (one hour)" in answer["error"], answer
+    assert call(broker, "GET", "/api/state")[1]["followers"][0]["fetch_delay_ms"] == before[0]["fetch_delay_ms"]
+    status, answer = call(broker, "POST", f"/api/followers/2/{action}?ms=3600000", b"")
+    assert status == 200, answer
+    status, answer = call(broker, "POST", f"/api/followers/2/{action}?ms=0", b"")
+    assert status == 200, answer
+
+
 def test_rules_are_listed_removed_one_by_one_and_all_at_once(broker):
     a = add_rule(broker, {"api": "Produce", "error": 6, "times": 3})
     b = add_rule(broker, {"api": "Metadata", "action": "disconnect", "times": 1})
@@ -288,3 +304,69 @@ def test_ctl_fault_and_ctl_trace_name_the_rule_that_fired(broker):
         in listed.stdout, listed.stdout
     cleared = subprocess.run([*ctl, "fault", "clear"], capture_output=True, text=True, timeout=30)
     assert "1 fault rule(s) removed" in cleared.stdout
+
+
+def fault_scenario(topic, times):
+    """A scenario file whose steps arm a Produce fault at once and clear every rule later."""
+    return f"""
+name = "leader moves under the producer"
+description = "Produce to {topic} answers NOT_LEADER_OR_FOLLOWER {times} times, then the rules go."
+[[step]]
+at_ms = 0
+action = "fault"
+fault = {{ api = "Produce", topic = "{topic}", error = "NOT_LEADER_OR_FOLLOWER", times = {times} }}
+[[step]]
+at_ms = 400
+action = "clear_faults"
+"""
+
+
+def test_a_scenario_posted_to_the_broker_arms_and_clears_fault_rules(broker):
+    topic = new_topic(broker)
+    status, answer = call(broker, "POST", "/api/scenarios/run", fault_scenario(topic, 2).encode())
+    assert status == 202, answer
+    assert [(s["target"], s["action"].split()[0]) for s in answer["steps"]] == [
+        ("fault rules", "fault"), ("fault rules", "clear_faults")]
+    wait_for("the scenario's rule to be armed", lambda: call(broker, "GET", "/api/faults")[1] != [])
+    armed = call(broker, "GET", "/api/faults")[1]
+    assert [(r["api"], r["topic"], r["error"], r["times"]) for r in armed] == [
+        ("Produce", topic, "NOT_LEADER_OR_FOLLOWER", 2)]
+    client = "scenario-" + topic
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "retry.backoff.ms": 50, "client.id": client})
+    failures = []
+    producer.produce(topic, b"through", partition=0, on_delivery=lambda err, _m: err and failures.append(err))
+    assert producer.flush(30) == 0 and failures == []
+    # The request log says which rule answered which produce (the rule itself may be
+    # cleared by the second step by now).
+    status, log = call(broker, "GET", f"/api/requests?client={client}&request=Produce&done=1&limit=64")
+    fired = [r["fault"] for r in log["requests"] if r.get("fault")]
+    assert fired == [{"rule": armed[0]["id"], "action": "error NOT_LEADER_OR_FOLLOWER (6)"}] * 2, log
+    wait_for("the clear_faults step", lambda: call(broker, "GET", "/api/faults")[1] == [])
+    assert read_all(broker, topic, 1) == ["through"]
+
+
+def test_a_scenario_with_a_bad_fault_rule_is_refused_before_any_step_plays(broker, tmp_path):
+    bad = fault_scenario("t", 2).replace('error = "NOT_LEADER_OR_FOLLOWER"', 'error = "NOT_AN_ERROR"')
+    status, answer = call(broker, "POST", "/api/scenarios/run", bad.encode())
+    assert status == 400
+    assert "the fault step at 0 ms" in answer["error"] and "NOT_AN_ERROR" in answer["error"], answer
+    path = tmp_path / "bad.toml"
+    path.write_text(bad)
+    ctl = [BINARY, "ctl", "--admin", broker.admin.removeprefix("http://"), "scenario", str(path)]
+    played = subprocess.run(ctl, capture_output=True, text=True, timeout=30)
+    assert played.returncode != 0 and "NOT_AN_ERROR" in played.stderr, played.stderr
+    assert call(broker, "GET", "/api/faults")[1] == [], "nothing was armed"
+
+
+def test_ctl_scenario_plays_fault_steps_through_the_admin_api(broker, tmp_path):
+    topic = new_topic(broker)
+    path = tmp_path / "faults.toml"
+    path.write_text(fault_scenario(topic, 1))
+    ctl = [BINARY, "ctl", "--admin", broker.admin.removeprefix("http://"), "scenario", str(path)]
+    played = subprocess.run(ctl, capture_output=True, text=True, timeout=60)
+    assert played.returncode == 0, played.stderr
+    lines = [line.split(" ms  ", 1)[1] for line in played.stdout.splitlines() if line.startswith("t=")]
+    assert lines[0].startswith("fault rules: fault {") and f'"topic":"{topic}"' in lines[0], played.stdout
+    assert lines[1] == "fault rules: clear_faults", played.stdout
+    assert call(broker, "GET", "/api/faults")[1] == []

@@ -36,7 +36,7 @@ struct Args {
     /// Where scripts/kafka-reference.sh keeps its pid files (to stop Kafka's brokers 2, 3).
     #[arg(long, default_value = "target/kafka-reference")]
     kafka_dir: PathBuf,
-    /// Our broker's binary; the harness starts it on free ports.
+    /// Our broker's binary; the harness starts it on ports the kernel picks.
     #[arg(long, default_value = "target/release/purgatory")]
     ours_bin: String,
     /// The config our broker is started with.

@@ -23,7 +23,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use tracing::info;
 
-use super::{authorize, error, number_arg, AdminState};
+use super::{authorize, error, wait_arg, AdminState};
 use crate::cluster::{Cluster, LifecycleError};
 use crate::replica_manager::ReplicaManager;
 
@@ -200,19 +200,14 @@ pub(super) fn fetcher_control(
             format!("broker {id} is not running: restart it first"),
         );
     }
-    let non_negative = |name: &str| match number_arg(query, body, name) {
-        Ok(n) if n >= 0 => Ok(n as u64),
-        Ok(n) => Err(format!("`{name}` must be >= 0, got {n}")),
-        Err(e) => Err(e),
-    };
     match action {
         "pause" => fetchers.iter().for_each(|f| f.pause()),
         "resume" => fetchers.iter().for_each(|f| f.resume()),
-        "delay" => match non_negative("ms") {
+        "delay" => match wait_arg(query, body) {
             Ok(ms) => fetchers.iter().for_each(|f| f.set_fetch_delay_ms(ms)),
             Err(e) => return error(StatusCode::BAD_REQUEST, e),
         },
-        "lag" => match non_negative("ms") {
+        "lag" => match wait_arg(query, body) {
             Ok(ms) => fetchers.iter().for_each(|f| f.set_lag_ms(ms)),
             Err(e) => return error(StatusCode::BAD_REQUEST, e),
         },

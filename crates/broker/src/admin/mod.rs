@@ -376,13 +376,13 @@ async fn post_follower(
         "resume" => follower.resume(),
         "crash" => follower.crash(),
         "restart" => follower.restart(),
-        "delay" => match non_negative("ms") {
-            Ok(ms) => follower.set_fetch_delay_ms(ms as u64),
-            Err(r) => return *r,
+        "delay" => match wait_arg(&query, &body) {
+            Ok(ms) => follower.set_fetch_delay_ms(ms),
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
         },
-        "lag" => match non_negative("ms") {
-            Ok(ms) => follower.set_lag_ms(ms as u64),
-            Err(r) => return *r,
+        "lag" => match wait_arg(&query, &body) {
+            Ok(ms) => follower.set_lag_ms(ms),
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
         },
         "max-bytes" => match non_negative("bytes") {
             Ok(b) if b >= 1 && b <= i64::from(i32::MAX) => follower.set_max_bytes(b as i32),
@@ -404,6 +404,13 @@ async fn post_follower(
         status,
     })
     .into_response()
+}
+
+/// A follower's fetch delay or lag (`ms`, in the query or the body): 0 to
+/// [`followersim::scenario::MAX_FOLLOWER_WAIT_MS`], as a scenario step takes it, or why not.
+fn wait_arg(query: &HashMap<String, String>, body: &str) -> Result<u64, String> {
+    let ms = number_arg(query, body, "ms")?;
+    followersim::scenario::follower_wait_ms("`ms`", ms).map_err(|e| e.to_string())
 }
 
 /// The longest single step of a manual clock: 7 days. A step fires every timer task it

@@ -9,7 +9,10 @@
 //!   plays at a time (409 while one runs).
 //!
 //! A scenario for several brokers (its steps name `broker = N`) needs a cluster, and one
-//! for followers needs embedded followers; either is refused with 409 otherwise.
+//! for followers needs embedded followers; either is refused with 409 otherwise. Fault
+//! steps (`action = "fault"`, `"clear_faults"`) arm and clear the broker's fault rules, as
+//! `POST /api/faults` does, and play with either; their rules are checked before the
+//! scenario starts, so a bad one is a 400 rather than a step that fails halfway.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,6 +27,7 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use super::{authorize, error, AdminState};
+use crate::faults::RuleSpec;
 
 /// The scenario files built into the binary, by name (file name without `.toml`).
 const BUILT_IN: &[(&str, &str)] = &[
@@ -53,6 +57,24 @@ fn for_cluster(s: &Scenario) -> bool {
     s.steps
         .iter()
         .any(|st| matches!(st.target, Target::Broker(_)))
+}
+
+fn for_followers(s: &Scenario) -> bool {
+    s.steps
+        .iter()
+        .any(|st| matches!(st.target, Target::Follower(_)))
+}
+
+/// Checks every fault step's rule as `POST /api/faults` would: the first bad one, with its
+/// step's time, is the answer.
+pub(crate) fn check_fault_steps(s: &Scenario) -> Result<(), String> {
+    for step in &s.steps {
+        if let Action::AddFault(rule) = &step.action {
+            RuleSpec::parse(rule)
+                .map_err(|e| format!("the fault step at {} ms: {e}", step.at_ms))?;
+        }
+    }
+    Ok(())
 }
 
 fn describe(name: &str, s: &Scenario) -> Value {
@@ -115,6 +137,9 @@ pub(super) async fn post_run(
         Ok(s) => s,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("{e:#}")),
     };
+    if let Err(e) = check_fault_steps(&scenario) {
+        return error(StatusCode::BAD_REQUEST, e);
+    }
     let cluster = s.cluster.clone();
     match (for_cluster(&scenario), &cluster) {
         (true, None) => {
@@ -123,7 +148,7 @@ pub(super) async fn post_run(
                 "this scenario kills and restarts brokers: start several with --brokers N",
             )
         }
-        (false, Some(_)) => {
+        (false, Some(_)) if for_followers(&scenario) => {
             return error(
                 StatusCode::CONFLICT,
                 "this scenario steers simulated followers: run it against `purgatory serve` (one leader and its followers)",
@@ -138,15 +163,30 @@ pub(super) async fn post_run(
     let answer = describe(&name, &scenario);
     info!(target: "purgatory::admin", scenario = %scenario.name, steps = scenario.steps.len(), %peer, "scenario started");
     let followers = s.followers.clone();
+    let faults = s.rm.faults.clone();
     tokio::spawn(async move {
         let applier = |target: Target, action: &Action| -> anyhow::Result<()> {
             match (target, &cluster) {
+                (Target::Faults, _) => {
+                    match action {
+                        Action::AddFault(rule) => {
+                            let id = faults.add_json(rule).map_err(anyhow::Error::msg)?;
+                            info!(target: "purgatory::admin", id, %rule, "scenario armed a fault rule");
+                        }
+                        Action::ClearFaults => {
+                            let removed = faults.clear();
+                            info!(target: "purgatory::admin", removed, "scenario cleared the fault rules");
+                        }
+                        other => anyhow::bail!("the fault rules cannot {other}"),
+                    }
+                    Ok(())
+                }
                 (Target::Broker(id), Some(cluster)) => {
                     let cluster = cluster.clone();
-                    let action = *action;
+                    let action = action.clone();
                     // The lifecycle calls run on the brokers' runtime; the timeline goes on.
                     tokio::spawn(async move {
-                        let done = match action {
+                        let done = match &action {
                             Action::Kill => cluster.kill(id).await.map(drop),
                             Action::Shutdown => cluster.controlled_shutdown(id).await.map(drop),
                             Action::Restart => cluster.restart(id).await.map(drop),
@@ -158,7 +198,7 @@ pub(super) async fn post_run(
                             }
                         };
                         if let Err(e) = done {
-                            warn!(broker = id, %action, "scenario step refused: {e}");
+                            warn!(broker = id, action = %action, "scenario step refused: {e}");
                         }
                     });
                     Ok(())

@@ -213,11 +213,19 @@ pub fn broker(admin: &str, token: Option<&str>, id: &str, action: &str) -> anyho
 
 /// `ctl scenario FILE`: plays a scenario file's steps, each at its time from now, through
 /// the admin API: follower steps as the follower controls, broker steps (`broker = N`) as
-/// kill, shutdown and restart of that broker or as controls of its replica fetchers.
-/// Returns once the last step is done (and `duration_ms` is over, if the file sets it).
+/// kill, shutdown and restart of that broker or as controls of its replica fetchers, and
+/// fault steps as `POST /api/faults` (its rule checked before the first step plays) and
+/// `DELETE /api/faults`. Returns once the last step is done (and `duration_ms` is over, if
+/// the file sets it).
 pub fn scenario(admin: &str, token: Option<&str>, path: &str) -> anyhow::Result<()> {
     use followersim::scenario::{run_timeline, Action, Target};
     let scenario = followersim::scenario::Scenario::from_file(path)?;
+    for step in &scenario.steps {
+        if let Action::AddFault(rule) = &step.action {
+            purgatory::faults::RuleSpec::parse(rule)
+                .map_err(|e| anyhow::anyhow!("{path}: the fault step at {} ms: {e}", step.at_ms))?;
+        }
+    }
     println!(
         "scenario \"{}\": {} step(s)",
         scenario.name,
@@ -225,15 +233,22 @@ pub fn scenario(admin: &str, token: Option<&str>, path: &str) -> anyhow::Result<
     );
     let start = std::time::Instant::now();
     let applier = |target: Target, action: &Action| -> anyhow::Result<()> {
-        let (call, body) = match (target, action) {
+        let (method, call, body) = match (target, action) {
+            (Target::Faults, Action::AddFault(rule)) => {
+                ("POST", "/api/faults".into(), rule.clone())
+            }
+            (Target::Faults, Action::ClearFaults) => {
+                ("DELETE", "/api/faults".into(), String::new())
+            }
+            (Target::Faults, other) => anyhow::bail!("the fault rules cannot {other}"),
             (Target::Broker(id), Action::Kill) => {
-                (format!("/api/brokers/{id}/kill"), String::new())
+                ("POST", format!("/api/brokers/{id}/kill"), String::new())
             }
             (Target::Broker(id), Action::Shutdown) => {
-                (format!("/api/brokers/{id}/shutdown"), String::new())
+                ("POST", format!("/api/brokers/{id}/shutdown"), String::new())
             }
             (Target::Broker(id), Action::Restart) => {
-                (format!("/api/brokers/{id}/restart"), String::new())
+                ("POST", format!("/api/brokers/{id}/restart"), String::new())
             }
             (Target::Broker(id) | Target::Follower(id), action) => {
                 let (name, body) = match action {
@@ -251,10 +266,10 @@ pub fn scenario(admin: &str, token: Option<&str>, path: &str) -> anyhow::Result<
                         (name, String::new())
                     }
                 };
-                (format!("/api/followers/{id}/{name}"), body)
+                ("POST", format!("/api/followers/{id}/{name}"), body)
             }
         };
-        let _: Value = call_json(admin, "POST", &call, &body, token)?;
+        let _: Value = call_json(admin, method, &call, &body, token)?;
         println!(
             "t={:>6} ms  {target}: {action}",
             start.elapsed().as_millis()

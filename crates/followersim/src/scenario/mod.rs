@@ -50,6 +50,25 @@
 //! action = "kill"              # kill | shutdown | restart | pause | resume | delay | lag
 //! ```
 //!
+//! A step may also arm or clear the broker's fault rules (`POST /api/faults`): it names
+//! neither a follower nor a broker, and carries the rule as an inline table, with the keys
+//! and values `POST /api/faults` takes. Such a step needs the broker, so it plays from the
+//! page, `POST /api/scenarios/run` or `purgatory ctl scenario FILE`:
+//!
+//! ```toml
+//! [[step]]
+//! at_ms = 2000
+//! action = "fault"
+//! fault = { api = "Produce", topic = "orders", error = "NOT_LEADER_OR_FOLLOWER", times = 3 }
+//!
+//! [[step]]
+//! at_ms = 9000
+//! action = "clear_faults"      # removes every rule, armed by the scenario or not
+//! ```
+//!
+//! Times and durations are bounded ([`MAX_SCENARIO_MS`], [`MAX_FOLLOWER_WAIT_MS`]): a file
+//! past them is refused with the reason, not played for centuries.
+//!
 //! [`run_scenario`] spawns the followers itself; [`run_timeline`] plays the steps through
 //! any [`StepApplier`], so a broker can run the same files against followers it embeds.
 
@@ -64,8 +83,25 @@ use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 use tracing::{error, info};
 
-/// One thing done to a follower at a point of the timeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The latest time a step may have, and the longest `duration_ms`: 7 days.
+pub const MAX_SCENARIO_MS: u64 = 7 * 24 * 3_600_000;
+
+/// The longest fetch delay or lag a follower can be given: one hour. Past it a follower is
+/// stopped in all but name, and `pause` says that plainly.
+pub const MAX_FOLLOWER_WAIT_MS: u64 = 3_600_000;
+
+/// `ms` as a follower's fetch delay or lag, or why it is refused: it must be 0 to
+/// [`MAX_FOLLOWER_WAIT_MS`].
+pub fn follower_wait_ms(what: &str, ms: i64) -> Result<u64> {
+    match u64::try_from(ms) {
+        Ok(ms) if ms <= MAX_FOLLOWER_WAIT_MS => Ok(ms),
+        _ => bail!("{what} {ms} ms is not between 0 and {MAX_FOLLOWER_WAIT_MS} (one hour)"),
+    }
+}
+
+/// One thing done at a point of the timeline: to a follower, a broker, or the broker's
+/// fault rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Stop fetching, keep the connection ([`FollowerHandle::pause`]).
     Pause,
@@ -85,6 +121,10 @@ pub enum Action {
     Kill,
     /// A broker of a cluster shuts down cleanly (broker steps only).
     Shutdown,
+    /// Arm a fault rule: its JSON, as `POST /api/faults` takes it (fault steps only).
+    AddFault(String),
+    /// Remove every fault rule (fault steps only).
+    ClearFaults,
 }
 
 /// What a step acts on.
@@ -94,6 +134,8 @@ pub enum Target {
     Follower(i32),
     /// A broker of a cluster, by broker id.
     Broker(i32),
+    /// The broker's fault rules (`/api/faults`), process-wide.
+    Faults,
 }
 
 impl fmt::Display for Target {
@@ -101,6 +143,7 @@ impl fmt::Display for Target {
         match self {
             Target::Follower(id) => write!(f, "follower {id}"),
             Target::Broker(id) => write!(f, "broker {id}"),
+            Target::Faults => f.write_str("fault rules"),
         }
     }
 }
@@ -111,16 +154,14 @@ impl Action {
         let needs_value = |what: &str| -> Result<i64> {
             value.with_context(|| format!("action \"{action}\" needs a `value` ({what})"))
         };
-        let non_negative = |v: i64| -> Result<u64> {
-            u64::try_from(v).with_context(|| format!("action \"{action}\": value {v} is negative"))
-        };
+        let wait = |v: i64| follower_wait_ms(&format!("action \"{action}\": value"), v);
         let a = match action {
             "pause" => Action::Pause,
             "resume" => Action::Resume,
             "crash" => Action::Crash,
             "restart" => Action::Restart,
-            "delay" => Action::Delay(non_negative(needs_value("milliseconds")?)?),
-            "lag" => Action::Lag(non_negative(needs_value("milliseconds")?)?),
+            "delay" => Action::Delay(wait(needs_value("milliseconds")?)?),
+            "lag" => Action::Lag(wait(needs_value("milliseconds")?)?),
             "kill" => Action::Kill,
             "shutdown" => Action::Shutdown,
             "max_bytes" => {
@@ -130,8 +171,10 @@ impl Action {
                     _ => bail!("action \"max_bytes\": value {v} is not between 1 and {}", i32::MAX),
                 }
             }
+            "clear_faults" => Action::ClearFaults,
+            "fault" => bail!("action \"fault\" needs a `fault` table: the rule, as POST /api/faults takes it"),
             other => bail!(
-                "unknown action \"{other}\" (expected pause, resume, crash, restart, delay, max_bytes or lag; for a broker also kill or shutdown)"
+                "unknown action \"{other}\" (expected pause, resume, crash, restart, delay, max_bytes or lag; for a broker also kill or shutdown; for the fault rules fault or clear_faults)"
             ),
         };
         if value.is_some()
@@ -143,6 +186,7 @@ impl Action {
                     | Action::Restart
                     | Action::Kill
                     | Action::Shutdown
+                    | Action::ClearFaults
             )
         {
             bail!("action \"{action}\" takes no `value`");
@@ -150,18 +194,30 @@ impl Action {
         Ok(a)
     }
 
-    /// Whether the action can be done to `target`: kill and shutdown only to a broker,
-    /// crash and max_bytes only to a follower.
-    pub fn applies_to(&self, target: Target) -> bool {
-        !matches!(
-            (self, target),
-            (Action::Kill | Action::Shutdown, Target::Follower(_))
-                | (Action::Crash | Action::MaxBytes(_), Target::Broker(_))
-        )
+    /// Parses a fault step's `fault` table into the rule's JSON, as `POST /api/faults`
+    /// takes it. The broker validates the rule itself; here it only has to be a table.
+    pub fn fault(table: &toml::Value) -> Result<Action> {
+        if !table.is_table() {
+            bail!("`fault` must be a table of the rule's keys, e.g. fault = {{ api = \"Produce\", error = \"NOT_LEADER_OR_FOLLOWER\", times = 3 }}");
+        }
+        let json = serde_json::to_string(table).context("the `fault` table as JSON")?;
+        Ok(Action::AddFault(json))
     }
 
-    /// Applies the action to a follower through its handle. Broker actions (kill,
-    /// shutdown) do nothing to a follower: [`Scenario::parse`] refuses them on one.
+    /// Whether the action can be done to `target`: kill and shutdown only to a broker,
+    /// crash and max_bytes only to a follower, fault steps only to the fault rules.
+    pub fn applies_to(&self, target: Target) -> bool {
+        match self {
+            Action::AddFault(_) | Action::ClearFaults => target == Target::Faults,
+            _ if target == Target::Faults => false,
+            Action::Kill | Action::Shutdown => matches!(target, Target::Broker(_)),
+            Action::Crash | Action::MaxBytes(_) => matches!(target, Target::Follower(_)),
+            _ => true,
+        }
+    }
+
+    /// Applies the action to a follower through its handle. Broker and fault actions do
+    /// nothing to a follower: [`Scenario::parse`] refuses them on one.
     pub fn apply_to(&self, follower: &FollowerHandle) {
         match *self {
             Action::Pause => follower.pause(),
@@ -171,7 +227,7 @@ impl Action {
             Action::Delay(ms) => follower.set_fetch_delay_ms(ms),
             Action::MaxBytes(b) => follower.set_max_bytes(b),
             Action::Lag(ms) => follower.set_lag_ms(ms),
-            Action::Kill | Action::Shutdown => {}
+            Action::Kill | Action::Shutdown | Action::AddFault(_) | Action::ClearFaults => {}
         }
     }
 
@@ -200,6 +256,8 @@ impl Action {
             Action::Shutdown => {
                 "shutdown: move its leaderships away, then stop the broker".to_owned()
             }
+            Action::AddFault(ref rule) => format!("fault: arm the rule {rule}"),
+            Action::ClearFaults => "clear_faults: remove every fault rule".to_owned(),
         }
     }
 }
@@ -216,6 +274,8 @@ impl fmt::Display for Action {
             Action::Lag(ms) => write!(f, "lag {ms}"),
             Action::Kill => f.write_str("kill"),
             Action::Shutdown => f.write_str("shutdown"),
+            Action::AddFault(ref rule) => write!(f, "fault {rule}"),
+            Action::ClearFaults => f.write_str("clear_faults"),
         }
     }
 }
@@ -295,6 +355,7 @@ struct RawStep {
     broker: Option<i32>,
     action: String,
     value: Option<i64>,
+    fault: Option<toml::Value>,
     note: Option<String>,
 }
 
@@ -302,8 +363,17 @@ impl Scenario {
     /// Parses and validates a scenario from TOML text.
     pub fn parse(text: &str) -> Result<Scenario> {
         let raw: RawScenario = toml::from_str(text).context("invalid scenario TOML")?;
-        if raw.followers.is_empty() && raw.steps.iter().all(|s| s.broker.is_none()) {
+        if raw.followers.is_empty() && raw.steps.iter().any(|s| s.follower.is_some()) {
             bail!("scenario \"{}\" declares no [[follower]]", raw.name);
+        }
+        if raw.followers.is_empty() && raw.steps.is_empty() {
+            bail!(
+                "scenario \"{}\" declares no [[follower]] and no [[step]]",
+                raw.name
+            );
+        }
+        if let Some(d) = raw.duration_ms.filter(|&d| d > MAX_SCENARIO_MS) {
+            bail!("duration_ms {d} is past the longest scenario, {MAX_SCENARIO_MS} ms (7 days)");
         }
         let mut ids = BTreeSet::new();
         let mut followers = Vec::new();
@@ -319,6 +389,12 @@ impl Scenario {
                     bail!("follower {}: max_bytes {b} must be at least 1", f.id);
                 }
             }
+            for (what, ms) in [("fetch_delay_ms", f.fetch_delay_ms), ("lag_ms", f.lag_ms)] {
+                if let Some(ms) = ms {
+                    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+                    follower_wait_ms(&format!("follower {}: {what}", f.id), ms)?;
+                }
+            }
             followers.push(ScenarioFollower {
                 id: f.id,
                 fetch_delay_ms: f.fetch_delay_ms,
@@ -329,9 +405,22 @@ impl Scenario {
         let mut steps = Vec::new();
         for (i, s) in raw.steps.into_iter().enumerate() {
             let n = i + 1;
+            if s.at_ms > MAX_SCENARIO_MS {
+                bail!(
+                    "step {n} is at {} ms, past the longest scenario, {MAX_SCENARIO_MS} ms (7 days)",
+                    s.at_ms
+                );
+            }
+            let for_faults = matches!(s.action.as_str(), "fault" | "clear_faults");
             let target = match (s.follower, s.broker) {
-                (Some(id), None) => Target::Follower(id),
-                (None, Some(id)) => Target::Broker(id),
+                (None, None) if for_faults => Target::Faults,
+                (Some(id), None) if !for_faults => Target::Follower(id),
+                (None, Some(id)) if !for_faults => Target::Broker(id),
+                _ if for_faults => bail!(
+                    "step {n} (at {} ms): a {} step acts on the broker's fault rules, so it names neither `follower` nor `broker` (a rule matches a broker with its own `broker` key)",
+                    s.at_ms,
+                    s.action
+                ),
                 _ => bail!(
                     "step {n} (at {} ms) must name exactly one of `follower` and `broker`",
                     s.at_ms
@@ -353,7 +442,15 @@ impl Scenario {
                     );
                 }
             }
-            let action = Action::parse(&s.action, s.value).with_context(|| format!("step {n}"))?;
+            let action = match (&s.fault, s.action.as_str()) {
+                (Some(table), "fault") if s.value.is_none() => Action::fault(table),
+                (Some(_), "fault") => Err(anyhow::anyhow!("action \"fault\" takes no `value`")),
+                (Some(_), other) => Err(anyhow::anyhow!(
+                    "action \"{other}\" takes no `fault` table (only action = \"fault\" does)"
+                )),
+                (None, action) => Action::parse(action, s.value),
+            }
+            .with_context(|| format!("step {n}"))?;
             if !action.applies_to(target) {
                 bail!("step {n}: {target} cannot {action}");
             }
@@ -492,12 +589,16 @@ pub trait StepApplier {
     fn apply(&self, target: Target, action: &Action) -> Result<()>;
 }
 
-/// The id of a follower step; a broker step fails: followers alone have no brokers.
+/// The id of a follower step; a broker or fault step fails: followers alone have neither
+/// brokers nor fault rules.
 fn follower_id(target: Target) -> Result<i32> {
     match target {
         Target::Follower(id) => Ok(id),
         Target::Broker(id) => bail!(
             "a step for broker {id} needs a cluster: play the scenario with `purgatory ctl scenario FILE` against `purgatory serve --brokers N`"
+        ),
+        Target::Faults => bail!(
+            "a fault step needs the broker's fault rules: play the scenario with `purgatory ctl scenario FILE` or from the broker's page"
         ),
     }
 }

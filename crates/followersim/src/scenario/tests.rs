@@ -78,7 +78,7 @@ fn every_shipped_scenario_parses_and_is_sane() {
             });
             assert!(
                 !matches!(
-                    last.map(|st| st.action),
+                    last.map(|st| st.action.clone()),
                     Some(Action::Pause | Action::Crash | Action::Kill | Action::Shutdown)
                 ),
                 "{file}: {target} ends paused, crashed or down"
@@ -133,7 +133,7 @@ fn required_scenarios_are_shipped_with_their_stories() {
         .filter(|s| s.action == Action::Pause)
         .filter_map(|s| match s.target {
             Target::Follower(id) => Some(id),
-            Target::Broker(_) => None,
+            Target::Broker(_) | Target::Faults => None,
         })
         .collect();
     paused_ids.sort();
@@ -187,7 +187,7 @@ fn parses_the_example_from_the_docs() {
     let got: Vec<(u64, Target, Action)> = s
         .steps
         .iter()
-        .map(|s| (s.at_ms, s.target, s.action))
+        .map(|s| (s.at_ms, s.target, s.action.clone()))
         .collect();
     assert_eq!(
         got,
@@ -198,6 +198,49 @@ fn parses_the_example_from_the_docs() {
         ]
     );
     assert_eq!(s.steps[1].note.as_deref(), Some("slow"));
+}
+
+#[test]
+fn fault_steps_carry_the_rule_as_json_and_need_no_follower() {
+    let s = Scenario::parse(
+        r#"
+name = "leader moves"
+[[step]]
+at_ms = 2000
+action = "fault"
+fault = { api = "Produce", topic = "orders", error = "NOT_LEADER_OR_FOLLOWER", times = 3 }
+note = "three refusals"
+[[step]]
+at_ms = 9000
+action = "clear_faults"
+"#,
+    )
+    .unwrap();
+    assert!(s.followers.is_empty());
+    let steps: Vec<(u64, Target, Action)> = s
+        .steps
+        .iter()
+        .map(|st| (st.at_ms, st.target, st.action.clone()))
+        .collect();
+    let Action::AddFault(rule) = &steps[0].2 else {
+        panic!("not a fault step: {:?}", steps[0]);
+    };
+    let rule: serde_json::Value = serde_json::from_str(rule).unwrap();
+    assert_eq!(
+        rule,
+        serde_json::json!({"api": "Produce", "topic": "orders", "error": "NOT_LEADER_OR_FOLLOWER", "times": 3})
+    );
+    assert_eq!((steps[0].0, steps[0].1), (2000, Target::Faults));
+    assert_eq!(steps[1], (9000, Target::Faults, Action::ClearFaults));
+    // Followers alone have no fault rules: such a step stops the timeline with the reason.
+    let none: BTreeMap<i32, FollowerHandle> = BTreeMap::new();
+    let err = none
+        .apply(Target::Faults, &Action::ClearFaults)
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("needs the broker's fault rules"),
+        "{err:#}"
+    );
 }
 
 #[test]
@@ -236,7 +279,51 @@ fn rejects_bad_scenarios() {
         ),
         (
             &format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"lag\"\nvalue = -3\n"),
-            "negative",
+            "value -3 ms is not between 0 and 3600000",
+        ),
+        (
+            &format!(
+                "{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"delay\"\nvalue = 3600001\n"
+            ),
+            "value 3600001 ms is not between 0 and 3600000",
+        ),
+        (
+            "name = \"x\"\n[[follower]]\nid = 2\nlag_ms = 99999999999\n",
+            "follower 2: lag_ms 99999999999 ms is not between 0",
+        ),
+        (
+            &format!(
+                "{base}[[step]]\nat_ms = 9223372036854775807\nfollower = 2\naction = \"pause\"\n"
+            ),
+            "past the longest scenario",
+        ),
+        (
+            &format!("duration_ms = 604800001\n{base}"),
+            "duration_ms 604800001 is past the longest scenario",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"fault\"\nfault = {{ api = \"Produce\", error = 6 }}\n"),
+            "names neither `follower` nor `broker`",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\naction = \"fault\"\n"),
+            "needs a `fault` table",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\naction = \"fault\"\nfault = \"Produce\"\n"),
+            "`fault` must be a table",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\nfollower = 2\naction = \"pause\"\nfault = {{ api = \"Fetch\" }}\n"),
+            "takes no `fault` table",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\naction = \"clear_faults\"\nvalue = 1\n"),
+            "takes no `value`",
+        ),
+        (
+            &format!("{base}[[step]]\nat_ms = 1\naction = \"pause\"\n"),
+            "exactly one of",
         ),
         (
             &format!(
@@ -268,7 +355,11 @@ fn broker_steps_need_no_followers_and_refuse_follower_appliers() {
          [[step]]\nat_ms = 10\nbroker = 2\naction = \"pause\"\n",
     )
     .expect("parse");
-    let got: Vec<(Target, Action)> = s.steps.iter().map(|s| (s.target, s.action)).collect();
+    let got: Vec<(Target, Action)> = s
+        .steps
+        .iter()
+        .map(|s| (s.target, s.action.clone()))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -310,7 +401,7 @@ async fn timeline_applies_steps_in_order_at_their_time() {
     let seen: Mutex<Vec<(u64, Target, Action)>> = Mutex::new(Vec::new());
     let applier = |target: Target, a: &Action| -> Result<()> {
         seen.lock()
-            .push((start.elapsed().as_millis() as u64, target, *a));
+            .push((start.elapsed().as_millis() as u64, target, a.clone()));
         Ok(())
     };
     run_timeline(&s, &applier).await.expect("run");
