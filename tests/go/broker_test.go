@@ -1,25 +1,24 @@
-// Shared helpers for the Go real-client tests: start the real `purgatory` binary on free
-// loopback ports (with its two embedded followers, replica ids 2 and 3, and its admin API),
-// talk to its admin API (/api/state, follower pause/resume), wait for conditions with
-// generous deadlines, and route the clients' own logs into the test log so that a failure
-// shows what the client saw.
+// Shared helpers for the Go real-client tests: start the real `purgatory` binary on loopback
+// ports the kernel picks, read back from its ready file (with its two embedded followers,
+// replica ids 2 and 3, and its admin API), talk to its admin API (/api/state, follower
+// pause/resume), wait for conditions with generous deadlines, and route the clients' own
+// logs into the test log so that a failure shows what the client saw.
 //
 // Each test gets its own broker, so that pausing followers or leaving group state behind
 // in one test cannot change what another test sees.
 package gotests
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,135 +49,143 @@ func brokerBinary(t testing.TB) string {
 	return bin
 }
 
-// Broker is one running `purgatory serve`.
+// Broker is one running `purgatory serve`: one broker and its embedded followers.
 type Broker struct {
 	Bootstrap string // host:port of the Kafka listener
 	Admin     string // http://host:port of the admin API
-	LogPath   string
+	*server
+}
+
+// startBroker starts a broker for this test and stops it when the test ends.
+func startBroker(t *testing.T) *Broker {
+	t.Helper()
+	root := repoRoot(t)
+	s, ready := launch(t, "broker",
+		"--config", filepath.Join(root, "config", "broker.toml"),
+		"--listen", "127.0.0.1:0",
+	)
+	b := &Broker{Bootstrap: ready.Bootstrap, Admin: "http://" + ready.Admin, server: s}
+	t.Logf("broker %s (admin %s), log %s", b.Bootstrap, b.Admin, b.LogPath)
+	return b
+}
+
+// server is a running `purgatory serve` process, its stdout and stderr in LogPath.
+type server struct {
+	LogPath string
 
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{} // closed when the process has exited
 }
 
-// startBroker starts a broker for this test and stops it when the test ends.
-func startBroker(t *testing.T) *Broker {
+// announcement is what `purgatory serve --ready-file` writes once every listener serves:
+// the addresses they are bound to (see the end of `purgatory serve --help`).
+type announcement struct {
+	Brokers []struct {
+		ID         int    `json:"id"`
+		Listener   string `json:"listener"`   // the address bound
+		Advertised string `json:"advertised"` // the host:port Metadata names
+	} `json:"brokers"`
+	Bootstrap string `json:"bootstrap"` // the advertised addresses, joined by commas
+	Admin     string `json:"admin"`     // host:port of the admin API ("" with --no-admin)
+}
+
+// launched counts the servers this test binary has started; with its pid it names their
+// logs, so that two runs at once, or two tests in one run, do not write to the same file.
+var launched atomic.Int64
+
+// launch starts `purgatory serve` with args (the caller's --listen gives port 0) and the
+// admin API on a port the kernel picks, and waits for the ready file (--ready-file) that
+// names the ports bound. It fails the test if the process exits first (naming its log) or
+// if the file has not appeared within 30 s. The process is stopped when the test ends;
+// its output goes to <repo>/target/go-NAME-PID-N.log.
+//
+// Asking for port 0 and reading back what was bound leaves no window in which another
+// process can take a port between its being chosen and the broker binding it, as a port
+// found free beforehand could be.
+func launch(t *testing.T, name string, args ...string) (*server, announcement) {
 	t.Helper()
 	bin := brokerBinary(t)
-	// A port found free can be taken before the broker binds it: a broker that stops on
-	// "Address already in use" is started again on other ports.
-	for attempt := 0; attempt < 5; attempt++ {
-		b, retry := tryStartBroker(t, bin)
-		if b != nil {
-			t.Cleanup(b.stop)
-			return b
-		}
-		if !retry {
-			break
-		}
-	}
-	t.Fatalf("broker did not start: its ports were taken 5 times")
-	return nil
-}
-
-// freePorts returns n distinct free loopback ports. The listeners are held until all are
-// bound: ports asked for one after the other could otherwise come back equal.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-// tryStartBroker returns the running broker, or (nil, true) if a port was taken.
-func tryStartBroker(t *testing.T, bin string) (*Broker, bool) {
-	t.Helper()
 	root := repoRoot(t)
-	ports := freePorts(t, 2)
-	b := &Broker{
-		Bootstrap: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		Admin:     fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		LogPath:   filepath.Join(root, "target", fmt.Sprintf("go-broker-%d.log", ports[0])),
-		done:      make(chan struct{}),
+	if err := os.MkdirAll(filepath.Join(root, "target"), 0o755); err != nil {
+		t.Fatalf("creating %s/target: %v", root, err)
 	}
-	logFile, err := os.Create(b.LogPath)
+	n := fmt.Sprintf("%d-%d", os.Getpid(), launched.Add(1))
+	s := &server{
+		LogPath: filepath.Join(root, "target", fmt.Sprintf("go-%s-%s.log", name, n)),
+		done:    make(chan struct{}),
+	}
+	readyPath := filepath.Join(t.TempDir(), "ready.json")
+	logFile, err := os.Create(s.LogPath)
 	if err != nil {
-		t.Fatalf("creating the broker log: %v", err)
+		t.Fatalf("creating the %s log: %v", name, err)
 	}
-	b.log = logFile
-	b.cmd = exec.Command(bin, "serve",
-		"--config", filepath.Join(root, "config", "broker.toml"),
-		"--listen", b.Bootstrap,
-		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-	)
-	b.cmd.Dir = root
-	b.cmd.Stdout = logFile
-	b.cmd.Stderr = logFile
-	b.cmd.Env = os.Environ()
+	s.log = logFile
+	args = append([]string{"serve"}, args...)
+	args = append(args, "--admin-listen", "127.0.0.1:0", "--ready-file", readyPath)
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Dir = root
+	s.cmd.Stdout = logFile
+	s.cmd.Stderr = logFile
+	s.cmd.Env = os.Environ()
 	if os.Getenv("RUST_LOG") == "" {
 		// Each delayed operation's life, ISR changes and each rebalance's story: the
 		// evidence a failing test needs.
-		b.cmd.Env = append(b.cmd.Env, "RUST_LOG=info")
+		s.cmd.Env = append(s.cmd.Env, "RUST_LOG=info")
 	}
-	if err := b.cmd.Start(); err != nil {
+	if err := s.cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("starting %s: %v", bin, err)
 	}
 	go func() {
-		b.cmd.Wait()
-		close(b.done)
+		s.cmd.Wait()
+		close(s.done)
 	}()
+	t.Cleanup(s.stop)
 
+	// The file is renamed into place whole: once it exists, it is complete.
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := b.stateRaw(); err == nil {
-			t.Logf("broker %s (admin %s), log %s", b.Bootstrap, b.Admin, b.LogPath)
-			return b, false
+	for {
+		body, err := os.ReadFile(readyPath)
+		if err == nil {
+			var ready announcement
+			if err := json.Unmarshal(body, &ready); err != nil {
+				t.Fatalf("decoding the %s's ready file: %v\n%s", name, err, body)
+			}
+			if ready.Admin == "" || len(ready.Brokers) == 0 {
+				t.Fatalf("the %s's ready file names no admin API or no broker: %s", name, body)
+			}
+			return s, ready
+		}
+		if !os.IsNotExist(err) {
+			t.Fatalf("reading the %s's ready file: %v", name, err)
 		}
 		select {
-		case <-b.done:
-			logFile.Close()
-			out, _ := os.ReadFile(b.LogPath)
-			if bytes.Contains(out, []byte("Address already in use")) {
-				t.Logf("broker ports %v were taken; retrying on others", ports)
-				return nil, true
-			}
-			t.Fatalf("broker exited before answering /api/state (%v); its log %s:\n%s", b.cmd.ProcessState, b.LogPath, tail(out, 4000))
-		case <-time.After(50 * time.Millisecond):
+		case <-s.done:
+			out, _ := os.ReadFile(s.LogPath)
+			t.Fatalf("%s exited before writing its ready file (%v); its log %s:\n%s", name, s.cmd.ProcessState, s.LogPath, tail(out, 4000))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s wrote no ready file within 30 s; see %s", name, s.LogPath)
 		}
 	}
-	b.stop()
-	t.Fatalf("broker did not answer %s/api/state within 30 s; see %s", b.Admin, b.LogPath)
-	return nil, false
 }
 
-// stop sends SIGTERM, then kills the broker if it has not exited after 10 s.
-func (b *Broker) stop() {
+// stop sends SIGTERM, then kills the process if it has not exited after 10 s.
+func (s *server) stop() {
 	select {
-	case <-b.done:
+	case <-s.done:
 	default:
-		b.cmd.Process.Signal(syscall.SIGTERM)
+		s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-b.done:
+		case <-s.done:
 		case <-time.After(10 * time.Second):
-			b.cmd.Process.Kill()
-			<-b.done
+			s.cmd.Process.Kill()
+			<-s.done
 		}
 	}
-	b.log.Close()
+	s.log.Close()
 }
 
 func tail(b []byte, n int) []byte {

@@ -40,20 +40,16 @@
 package gotests
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,113 +58,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Cluster is one running `purgatory serve --brokers 3`, its listeners on ports the kernel
-// picked (found from GET /api/brokers), as tests/python/conftest.py's Cluster.
+// Cluster is one running `purgatory serve --brokers 3`, every listener on a port the kernel
+// picked, named by its ready file, as tests/python/conftest.py's Cluster.
 type Cluster struct {
 	Admin     string         // http://host:port of the admin API
 	Listeners map[int]string // broker id -> host:port
-	LogPath   string
-
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
+	*server
 }
 
+// startCluster starts `serve --brokers N` for this test and stops it when the test ends.
 func startCluster(t *testing.T, brokers int) *Cluster {
 	t.Helper()
-	bin := brokerBinary(t)
-	for attempt := 0; attempt < 5; attempt++ {
-		c, retry := tryStartCluster(t, bin, brokers)
-		if c != nil {
-			t.Cleanup(c.stop)
-			return c
-		}
-		if !retry {
-			break
-		}
-	}
-	t.Fatalf("cluster did not start: its admin port was taken 5 times")
-	return nil
-}
-
-func tryStartCluster(t *testing.T, bin string, brokers int) (*Cluster, bool) {
-	t.Helper()
 	root := repoRoot(t)
-	adminPort := freePorts(t, 1)[0]
-	c := &Cluster{
-		Admin:     fmt.Sprintf("http://127.0.0.1:%d", adminPort),
-		Listeners: map[int]string{},
-		LogPath:   filepath.Join(root, "target", fmt.Sprintf("go-cluster-%d.log", adminPort)),
-		done:      make(chan struct{}),
-	}
-	logFile, err := os.Create(c.LogPath)
-	if err != nil {
-		t.Fatalf("creating the cluster log: %v", err)
-	}
-	c.log = logFile
-	c.cmd = exec.Command(bin, "serve",
+	s, ready := launch(t, "cluster",
 		"--config", filepath.Join(root, "config", "broker.toml"),
 		"--brokers", fmt.Sprint(brokers),
 		"--listen", "127.0.0.1:0",
-		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort),
 	)
-	c.cmd.Dir = root
-	c.cmd.Stdout = logFile
-	c.cmd.Stderr = logFile
-	c.cmd.Env = os.Environ()
-	if os.Getenv("RUST_LOG") == "" {
-		c.cmd.Env = append(c.cmd.Env, "RUST_LOG=info")
+	c := &Cluster{Admin: "http://" + ready.Admin, Listeners: map[int]string{}, server: s}
+	for _, b := range ready.Brokers {
+		c.Listeners[b.ID] = b.Listener
 	}
-	if err := c.cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", bin, err)
+	if len(c.Listeners) != brokers {
+		t.Fatalf("the cluster's ready file names brokers %v; want %d", c.Listeners, brokers)
 	}
-	go func() {
-		c.cmd.Wait()
-		close(c.done)
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var listed []struct {
-			ID       int    `json:"id"`
-			Listener string `json:"listener"`
-		}
-		if err := c.call("GET", "/api/brokers", &listed); err == nil {
-			for _, b := range listed {
-				c.Listeners[b.ID] = b.Listener
-			}
-			t.Logf("cluster %v (admin %s), log %s", c.Listeners, c.Admin, c.LogPath)
-			return c, false
-		}
-		select {
-		case <-c.done:
-			logFile.Close()
-			out, _ := os.ReadFile(c.LogPath)
-			if bytes.Contains(out, []byte("Address already in use")) {
-				return nil, true
-			}
-			t.Fatalf("cluster exited before answering /api/brokers (%v); its log %s:\n%s", c.cmd.ProcessState, c.LogPath, tail(out, 4000))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	c.stop()
-	t.Fatalf("cluster did not answer %s/api/brokers within 30 s; see %s", c.Admin, c.LogPath)
-	return nil, false
-}
-
-func (c *Cluster) stop() {
-	select {
-	case <-c.done:
-	default:
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(10 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
-	c.log.Close()
+	t.Logf("cluster %v (admin %s), log %s", c.Listeners, c.Admin, c.LogPath)
+	return c
 }
 
 // Bootstrap is every listener, as kgo.SeedBrokers takes them.
