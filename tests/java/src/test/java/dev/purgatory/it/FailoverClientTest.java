@@ -18,14 +18,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -67,7 +63,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  *
  * What the Java producer does on the kill: the connection to broker 1 closes under the
  * requests in flight, which fail with NETWORK_EXCEPTION ("Disconnected from node 1",
- * retriable; logged as "Got error produce response ... retrying"); that marks the metadata
+ * retriable; logged as a "Got error produce response" warning); that marks the metadata
  * stale, the refresh (from broker 2 or 3) names the new leader, and the batches are sent
  * there again after retry.backoff.ms with the same producer id and sequence numbers. A
  * produce that reached a broker no longer leader would get NOT_LEADER_OR_FOLLOWER, with the
@@ -279,51 +275,36 @@ class FailoverClientTest {
     }
 
     /**
-     * {@code purgatory serve --brokers 3}: three brokers in one process, their listeners on
-     * ports the kernel picks (found from GET /api/brokers), as tests/python/conftest.py's
-     * Cluster. Its output goes to {@code <repo>/target/java-cluster-ADMINPORT.log}.
+     * {@code purgatory serve --brokers 3}: three brokers in one process, every listener on a
+     * port the kernel picks, named by its ready file ({@link Launch}), as
+     * tests/python/conftest.py's Cluster. Its output goes to
+     * {@code <repo>/target/java-cluster-PID-N.log}.
      */
     static final class Cluster implements AutoCloseable {
         private static final ObjectMapper JSON = new ObjectMapper();
         private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
 
         private final Process process;
-        private final int adminPort;
-        private final Map<Integer, String> listeners = new LinkedHashMap<>();
+        private final String admin;
+        /** Broker id to the host:port its listener is bound to. */
+        private final Map<Integer, String> listeners;
 
-        private Cluster(Process process, int adminPort) {
-            this.process = process;
-            this.adminPort = adminPort;
+        private Cluster(Launch.Server server) {
+            this.process = server.process();
+            this.admin = server.admin();
+            this.listeners = server.listeners();
         }
 
         static Cluster start() throws Exception {
-            Path bin = PurgatoryBroker.binary();
-            return Launch.retrying("cluster did not start: its admin port was taken", () -> tryStart(bin));
-        }
-
-        private static Cluster tryStart(Path bin) throws IOException, InterruptedException {
-            int adminPort;
-            try (ServerSocket socket = new ServerSocket()) {
-                socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-                adminPort = socket.getLocalPort();
-            }
-            Path root = PurgatoryBroker.repoRoot();
-            Path log = root.resolve("target/java-cluster-" + adminPort + ".log");
-            List<String> command = List.of(
-                    bin.toString(), "serve",
-                    "--config", root.resolve("config/broker.toml").toString(),
+            Cluster cluster = new Cluster(Launch.start("cluster", List.of(
+                    "--config", PurgatoryBroker.repoRoot().resolve("config/broker.toml").toString(),
                     "--brokers", "3",
-                    "--listen", "127.0.0.1:0",
-                    "--admin-listen", "127.0.0.1:" + adminPort);
-            return Launch.await("cluster", "/api/brokers", command, log,
-                    process -> new Cluster(process, adminPort), Cluster::readListeners);
-        }
-
-        /** GET /api/brokers: every broker's listener, the cluster's bootstrap. */
-        private void readListeners() throws IOException, InterruptedException {
-            for (JsonNode b : get("/api/brokers")) {
-                listeners.put(b.path("id").asInt(), b.path("listener").asText());
+                    "--listen", "127.0.0.1:0")));
+            if (!cluster.listeners.keySet().equals(Set.of(1, 2, 3))) {
+                cluster.close();
+                throw new IllegalStateException("the cluster's ready file names brokers " + cluster.listeners);
             }
+            return cluster;
         }
 
         String bootstrap() {
@@ -361,7 +342,7 @@ class FailoverClientTest {
         }
 
         private URI uri(String path) {
-            return URI.create("http://127.0.0.1:" + adminPort + path);
+            return URI.create(admin + path);
         }
 
         private static JsonNode call(HttpRequest.Builder request, int timeoutSeconds)

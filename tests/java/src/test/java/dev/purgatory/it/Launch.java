@@ -1,82 +1,102 @@
 package dev.purgatory.it;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * How {@link PurgatoryBroker} and FailoverClientTest's cluster start the purgatory binary,
- * as tests/python/conftest.py's launch(). A port found free can be taken before the broker
- * binds it (the kernel hands the same range to outgoing connections), so a start that stops
- * on "Address already in use" is tried again on other ports.
+ * as tests/python/conftest.py's launch(): every listener on a port the kernel picks (the
+ * caller's {@code --listen 127.0.0.1:0}, and {@code --admin-listen 127.0.0.1:0} added here),
+ * and the addresses bound read from the file {@code --ready-file} names, which the broker
+ * writes once every listener serves. A port the kernel hands out as the broker binds it
+ * cannot be taken by another process in between, as a port found free beforehand could.
  */
 final class Launch {
-    private static final int ATTEMPTS = 5;
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** Numbers the servers this JVM starts: with its pid, what names their logs. */
+    private static final AtomicInteger LAUNCHED = new AtomicInteger();
 
     private Launch() {
     }
 
-    /** One start on ports of its own: the server, or null if one of them was taken. */
-    @FunctionalInterface
-    interface Attempt<T> {
-        T start() throws IOException, InterruptedException;
-    }
-
-    /** Throws IOException until the server answers. */
-    @FunctionalInterface
-    interface Ready<T> {
-        void check(T server) throws IOException, InterruptedException;
-    }
-
-    /** Runs {@code attempt} until one is not refused a port; {@code refused} says what failed if all are. */
-    static <T> T retrying(String refused, Attempt<T> attempt) throws IOException, InterruptedException {
-        for (int i = 1; i <= ATTEMPTS; i++) {
-            T server = attempt.start();
-            if (server != null) {
-                return server;
-            }
-        }
-        throw new IllegalStateException(refused + " " + ATTEMPTS + " times");
+    /**
+     * A running {@code purgatory serve}, its output in {@code log}, and what its ready file
+     * said: {@code bootstrap} (the advertised addresses, joined by commas), {@code admin}
+     * ({@code http://host:port} of the admin API) and {@code listeners} (broker id to the
+     * host:port its Kafka listener is bound to, in broker order).
+     */
+    record Server(Process process, Path log, String bootstrap, String admin, Map<Integer, String> listeners) {
     }
 
     /**
-     * Starts {@code command} in the repository root with its output in {@code log}, wraps it,
-     * and waits up to 30 s for {@code ready} to pass on it ({@code what} answering
-     * {@code call}). Null if it stopped because a port was taken; an error if it stopped for
-     * another reason or never answered.
+     * Starts {@code purgatory serve args...} in the repository root, its output in
+     * {@code <repo>/target/java-WHAT-PID-N.log}, and waits up to 30 s for its ready file. An
+     * error naming the log if it exits first or writes none in time (it is stopped then).
      */
-    static <T> T await(String what, String call, List<String> command, Path log, Function<Process, T> wrap,
-            Ready<T> ready) throws IOException, InterruptedException {
+    static Server start(String what, List<String> args) throws IOException, InterruptedException {
+        Path bin = PurgatoryBroker.binary();
+        Path root = PurgatoryBroker.repoRoot();
+        String name = "java-" + what + "-" + ProcessHandle.current().pid() + "-" + LAUNCHED.incrementAndGet();
+        Path log = root.resolve("target/" + name + ".log");
+        Path readyFile = root.resolve("target/" + name + ".ready.json");
         Files.createDirectories(log.getParent());
+        List<String> command = new ArrayList<>();
+        command.add(bin.toString());
+        command.add("serve");
+        command.addAll(args);
+        command.addAll(List.of("--admin-listen", "127.0.0.1:0", "--ready-file", readyFile.toString()));
         Process process = new ProcessBuilder(command)
-                .directory(PurgatoryBroker.repoRoot().toFile())
+                .directory(root.toFile())
                 .redirectErrorStream(true)
                 .redirectOutput(log.toFile())
                 .start();
-        T server = wrap.apply(process);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (System.nanoTime() < deadline) {
-            try {
-                ready.check(server);
-                return server;
-            } catch (IOException notYet) {
-                if (!process.isAlive()) {
-                    String output = Files.readString(log, StandardCharsets.UTF_8);
-                    if (output.contains("Address already in use")) {
-                        return null;
-                    }
-                    throw new IllegalStateException(what + " exited with " + process.exitValue() + "; see " + log
-                            + ":\n" + output);
-                }
-                Thread.sleep(50);
+        try {
+            JsonNode ready = awaitReady(what, process, log, readyFile);
+            if (!ready.path("admin").isTextual() || ready.path("brokers").isEmpty()) {
+                throw new IllegalStateException(what + "'s ready file names no admin API or no broker: " + ready);
             }
+            Map<Integer, String> listeners = new LinkedHashMap<>();
+            for (JsonNode broker : ready.path("brokers")) {
+                listeners.put(broker.path("id").asInt(), broker.path("listener").asText());
+            }
+            return new Server(process, log, ready.path("bootstrap").asText(), "http://" + ready.path("admin").asText(),
+                    Collections.unmodifiableMap(listeners));
+        } catch (IOException | InterruptedException | RuntimeException e) {
+            stop(process);
+            throw e;
         }
-        stop(process);
-        throw new IllegalStateException(what + " did not answer " + call + " within 30 s; see " + log);
+    }
+
+    /** The ready file's JSON, once it is there (it is renamed into place whole). */
+    private static JsonNode awaitReady(String what, Process process, Path log, Path readyFile)
+            throws IOException, InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!Files.exists(readyFile)) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException(what + " exited with " + process.exitValue()
+                        + " before writing its ready file; see " + log + ":\n"
+                        + Files.readString(log, StandardCharsets.UTF_8));
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(what + " wrote no ready file within 30 s; see " + log);
+            }
+            Thread.sleep(20);
+        }
+        JsonNode ready = JSON.readTree(readyFile.toFile());
+        Files.delete(readyFile);
+        return ready;
     }
 
     /** SIGTERM, then SIGKILL if it has not stopped within 10 s. */

@@ -4,9 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -14,15 +11,15 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The real {@code purgatory} binary on free loopback ports, one per test class (as
- * tests/python/conftest.py does): its Kafka listener, its admin API, and its two embedded
- * followers (replica ids 2 and 3) replicating over the wire. Its output goes to
- * {@code <repo>/target/java-broker-PORT.log}.
+ * The real {@code purgatory} binary on loopback ports the kernel picks, one per test class
+ * (as tests/python/conftest.py does): its Kafka listener, its admin API, and its two
+ * embedded followers (replica ids 2 and 3) replicating over the wire. The ports are read
+ * from its ready file ({@link Launch}). Its output goes to
+ * {@code <repo>/target/java-broker-PID-N.log}.
  */
 public final class PurgatoryBroker implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -31,15 +28,15 @@ public final class PurgatoryBroker implements AutoCloseable {
             .build();
 
     private final Process process;
-    private final int port;
-    private final int adminPort;
+    private final String bootstrap;
+    private final String admin;
     private final Path log;
 
-    private PurgatoryBroker(Process process, int port, int adminPort, Path log) {
-        this.process = process;
-        this.port = port;
-        this.adminPort = adminPort;
-        this.log = log;
+    private PurgatoryBroker(Launch.Server server) {
+        this.process = server.process();
+        this.bootstrap = server.bootstrap();
+        this.admin = server.admin();
+        this.log = server.log();
     }
 
     /** The repository root (the pom passes it; from tests/java it is two levels up). */
@@ -74,48 +71,16 @@ public final class PurgatoryBroker implements AutoCloseable {
         return bin;
     }
 
-    /** Starts a broker; a port taken between finding it free and the broker binding it means a retry on others. */
+    /** Starts a broker on ports the kernel picks; it answers once this returns. */
     public static PurgatoryBroker start() throws IOException, InterruptedException {
-        Path bin = binary();
-        return Launch.retrying("broker did not start: its ports were taken", () -> tryStart(bin));
+        return new PurgatoryBroker(Launch.start("broker", List.of(
+                "--config", repoRoot().resolve("config/broker.toml").toString(),
+                "--listen", "127.0.0.1:0")));
     }
 
-    private static PurgatoryBroker tryStart(Path bin) throws IOException, InterruptedException {
-        int[] ports = freePorts(2);
-        int port = ports[0];
-        int adminPort = ports[1];
-        Path root = repoRoot();
-        Path log = root.resolve("target/java-broker-" + port + ".log");
-        List<String> command = List.of(
-                bin.toString(), "serve",
-                "--config", root.resolve("config/broker.toml").toString(),
-                "--listen", "127.0.0.1:" + port,
-                "--admin-listen", "127.0.0.1:" + adminPort);
-        return Launch.await("broker", "/api/state", command, log,
-                process -> new PurgatoryBroker(process, port, adminPort, log), PurgatoryBroker::state);
-    }
-
-    /** Distinct free ports: every socket is held until all are bound, so none comes back twice. */
-    private static int[] freePorts(int n) throws IOException {
-        List<ServerSocket> sockets = new ArrayList<>();
-        try {
-            int[] ports = new int[n];
-            for (int i = 0; i < n; i++) {
-                ServerSocket socket = new ServerSocket();
-                sockets.add(socket);
-                socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-                ports[i] = socket.getLocalPort();
-            }
-            return ports;
-        } finally {
-            for (ServerSocket socket : sockets) {
-                socket.close();
-            }
-        }
-    }
-
+    /** host:port of the Kafka listener, for bootstrap.servers. */
     public String bootstrap() {
-        return "127.0.0.1:" + port;
+        return bootstrap;
     }
 
     public Path log() {
@@ -144,7 +109,7 @@ public final class PurgatoryBroker implements AutoCloseable {
     }
 
     private URI admin(String path) {
-        return URI.create("http://127.0.0.1:" + adminPort + path);
+        return URI.create(admin + path);
     }
 
     private static JsonNode call(HttpRequest.Builder request) throws IOException, InterruptedException {
