@@ -55,3 +55,32 @@ pub use scenario::{
 };
 pub use store::{MemoryLogs, ReplicaLog, ReplicaLogs};
 pub use wire::KafkaConnection;
+
+/// `ms` after `start`, or thirty years after it if that is past what an `Instant` holds: a
+/// knob set absurdly high (a config file, a test) sleeps "forever" rather than panicking
+/// in `Instant + Duration`.
+pub(crate) fn instant_after(start: tokio::time::Instant, ms: u64) -> tokio::time::Instant {
+    const THIRTY_YEARS: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 86_400);
+    let wait = std::time::Duration::from_millis(ms).min(THIRTY_YEARS);
+    start
+        .checked_add(wait)
+        .unwrap_or(start + std::time::Duration::from_secs(86_400))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instant_after;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_wait_past_what_an_instant_holds_saturates_instead_of_panicking() {
+        let start = Instant::now();
+        assert_eq!(
+            instant_after(start, 250),
+            start + Duration::from_millis(250)
+        );
+        let far = instant_after(start, u64::MAX);
+        assert!(far > start + Duration::from_secs(365 * 86_400));
+    }
+}

@@ -111,7 +111,7 @@ async fn controlled_sleep(
 ) {
     loop {
         let wait = ms(&ctl.borrow_and_update());
-        let deadline = start + Duration::from_millis(wait);
+        let deadline = crate::instant_after(start, wait);
         if Instant::now() >= deadline {
             return;
         }
@@ -340,7 +340,7 @@ impl Session<'_> {
     /// Re-reads Metadata (all topics) and updates the set of followed partitions.
     async fn refresh_metadata(&mut self) -> Result<()> {
         let cfg = &self.shared.config;
-        self.metadata_due = Instant::now() + Duration::from_millis(cfg.metadata_refresh_ms.max(1));
+        self.metadata_due = crate::instant_after(Instant::now(), cfg.metadata_refresh_ms.max(1));
         let mut req = MetadataRequest::default().with_topics(None);
         if self.versions.metadata >= 4 {
             req = req.with_allow_auto_topic_creation(false);

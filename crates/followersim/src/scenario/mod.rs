@@ -79,7 +79,6 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
-use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 use tracing::{error, info};
 
@@ -645,7 +644,7 @@ where
 {
     let start = Instant::now();
     for step in &scenario.steps {
-        sleep_until(start + Duration::from_millis(step.at_ms)).await;
+        sleep_until(crate::instant_after(start, step.at_ms)).await;
         match &step.note {
             Some(note) => info!(
                 "t={}: {} -> {} ({})",
@@ -667,7 +666,7 @@ where
         }
     }
     if let Some(d) = scenario.duration_ms {
-        sleep_until(start + Duration::from_millis(d)).await;
+        sleep_until(crate::instant_after(start, d)).await;
         info!("t={}: scenario \"{}\" is over", fmt_ms(d), scenario.name);
     }
     Ok(())
