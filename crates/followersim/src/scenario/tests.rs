@@ -3,6 +3,7 @@
 use super::*;
 use parking_lot::Mutex;
 use std::path::PathBuf;
+use std::time::Duration;
 
 fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/scenarios")
