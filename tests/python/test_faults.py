@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka import errors as kafka_errors
 
-from conftest import BINARY, wait_for
+from conftest import BINARY, Broker, wait_for
 
 
 def call(broker, method, path, body=None):
@@ -370,3 +370,46 @@ def test_ctl_scenario_plays_fault_steps_through_the_admin_api(broker, tmp_path):
     assert lines[0].startswith("fault rules: fault {") and f'"topic":"{topic}"' in lines[0], played.stdout
     assert lines[1] == "fault rules: clear_faults", played.stdout
     assert call(broker, "GET", "/api/faults")[1] == []
+
+
+def test_the_longest_clock_step_leaves_the_followers_quiet_and_a_longer_one_is_refused():
+    """On a manual clock, `POST /api/clock/advance` takes 0 to 7 days per step. Once hostile
+    steps (99999999999999 ms hung the call; i64::MAX pushed the clock past i64, and the
+    followers then spun at 40,000 fetches a second) are refused, the longest legal step
+    answers and leaves the clock where a follower's parked fetch waits for it: on a frozen
+    clock no fetch expires, so the followers send nothing more until the clock moves."""
+    b = Broker(["--clock", "manual"])
+    try:
+        topic = new_topic(b)
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+        p.produce(topic, b"before the step", partition=0)
+        assert p.flush(30) == 0
+        for hostile in ("99999999999999", "9223372036854775807", "-1", "604800001"):
+            status, answer = call(b, "POST", f"/api/clock/advance?ms={hostile}", b"")
+            assert status == 400 and "0 to 604800000 ms (7 days)" in answer["error"], answer
+        assert call(b, "GET", "/api/state")[1]["now_ms"] < 604800000, "the clock did not move"
+        for _ in range(2):
+            status, answer = call(b, "POST", "/api/clock/advance?ms=604800000", b"")
+            assert status == 200, answer
+
+        def follower_fetches():
+            text = urllib.request.urlopen(b.admin + "/metrics", timeout=5).read().decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith('kafka_network_requestmetrics_requests_total{request="FetchFollower"'))
+
+        seen = [follower_fetches()]
+
+        def settled():
+            seen.append(follower_fetches())
+            time.sleep(0.2)
+            return seen[-1] == follower_fetches()
+
+        wait_for("the followers' fetches to park on the frozen clock", settled)
+        quiet_from = follower_fetches()
+        time.sleep(1.0)
+        assert follower_fetches() == quiet_from, "the followers fetch with the clock frozen: they spin"
+        p.produce(topic, b"after the step", partition=0)
+        assert p.flush(30) == 0, "replication still moves the high watermark"
+        assert read_all(b, topic, 2) == ["before the step", "after the step"]
+    finally:
+        b.stop()
