@@ -85,29 +85,24 @@ fn plan_into(
                 covers,
                 failed,
             );
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::Produce(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.responses,
-                            |t| &t.name,
-                            &name,
-                            || {
-                                produce_response::TopicProduceResponse::default()
-                                    .with_name(name.clone())
-                            },
-                        );
-                        entry.partition_responses.extend(parts.into_iter().map(|p| {
-                            produce_response::PartitionProduceResponse::default()
-                                .with_index(p)
-                                .with_error_code(code)
-                                .with_base_offset(-1)
-                                .with_log_append_time_ms(-1)
-                                .with_log_start_offset(-1)
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::Produce(r) => Some(&mut r.responses),
+                    _ => None,
+                },
+                |t| &t.name,
+                |name| produce_response::TopicProduceResponse::default().with_name(name),
+                |t| &mut t.partition_responses,
+                move |p| {
+                    produce_response::PartitionProduceResponse::default()
+                        .with_index(p)
+                        .with_error_code(code)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                },
+            );
             rest_or_answer(
                 r.topic_data.is_empty() && r.acks != 0,
                 RequestKind::Produce(r),
@@ -133,31 +128,26 @@ fn plan_into(
             );
             // A fetch with a failed partition answers at once, as Kafka's does.
             r.max_wait_ms = 0;
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::Fetch(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.responses,
-                            |t| &t.topic,
-                            &name,
-                            || {
-                                fetch_response::FetchableTopicResponse::default()
-                                    .with_topic(name.clone())
-                            },
-                        );
-                        entry.partitions.extend(parts.into_iter().map(|p| {
-                            fetch_response::PartitionData::default()
-                                .with_partition_index(p)
-                                .with_error_code(code)
-                                .with_high_watermark(-1)
-                                .with_last_stable_offset(-1)
-                                .with_log_start_offset(-1)
-                                .with_preferred_read_replica(BrokerId(-1))
-                                .with_records(Some(Bytes::new()))
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::Fetch(r) => Some(&mut r.responses),
+                    _ => None,
+                },
+                |t| &t.topic,
+                |name| fetch_response::FetchableTopicResponse::default().with_topic(name),
+                |t| &mut t.partitions,
+                move |p| {
+                    fetch_response::PartitionData::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_preferred_read_replica(BrokerId(-1))
+                        .with_records(Some(Bytes::new()))
+                },
+            );
             rest_or_answer(
                 r.topics.is_empty(),
                 RequestKind::Fetch(r),
@@ -174,29 +164,24 @@ fn plan_into(
                 covers,
                 failed,
             );
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::ListOffsets(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.topics,
-                            |t| &t.name,
-                            &name,
-                            || {
-                                list_offsets_response::ListOffsetsTopicResponse::default()
-                                    .with_name(name.clone())
-                            },
-                        );
-                        entry.partitions.extend(parts.into_iter().map(|p| {
-                            list_offsets_response::ListOffsetsPartitionResponse::default()
-                                .with_partition_index(p)
-                                .with_error_code(code)
-                                .with_timestamp(-1)
-                                .with_offset(-1)
-                                .with_leader_epoch(-1)
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::ListOffsets(r) => Some(&mut r.topics),
+                    _ => None,
+                },
+                |t| &t.name,
+                |name| list_offsets_response::ListOffsetsTopicResponse::default().with_name(name),
+                |t| &mut t.partitions,
+                move |p| {
+                    list_offsets_response::ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1)
+                },
+            );
             rest_or_answer(
                 r.topics.is_empty(),
                 RequestKind::ListOffsets(r),
@@ -213,26 +198,21 @@ fn plan_into(
                 covers,
                 failed,
             );
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::OffsetCommit(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.topics,
-                            |t| &t.name,
-                            &name,
-                            || {
-                                offset_commit_response::OffsetCommitResponseTopic::default()
-                                    .with_name(name.clone())
-                            },
-                        );
-                        entry.partitions.extend(parts.into_iter().map(|p| {
-                            offset_commit_response::OffsetCommitResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_error_code(code)
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::OffsetCommit(r) => Some(&mut r.topics),
+                    _ => None,
+                },
+                |t| &t.name,
+                |name| offset_commit_response::OffsetCommitResponseTopic::default().with_name(name),
+                |t| &mut t.partitions,
+                move |p| {
+                    offset_commit_response::OffsetCommitResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                },
+            );
             rest_or_answer(
                 r.topics.is_empty(),
                 RequestKind::OffsetCommit(r),
@@ -249,27 +229,22 @@ fn plan_into(
                 covers,
                 failed,
             );
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::DeleteRecords(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.topics,
-                            |t| &t.name,
-                            &name,
-                            || {
-                                delete_records_response::DeleteRecordsTopicResult::default()
-                                    .with_name(name.clone())
-                            },
-                        );
-                        entry.partitions.extend(parts.into_iter().map(|p| {
-                            delete_records_response::DeleteRecordsPartitionResult::default()
-                                .with_partition_index(p)
-                                .with_error_code(code)
-                                .with_low_watermark(-1)
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::DeleteRecords(r) => Some(&mut r.topics),
+                    _ => None,
+                },
+                |t| &t.name,
+                |name| delete_records_response::DeleteRecordsTopicResult::default().with_name(name),
+                |t| &mut t.partitions,
+                move |p| {
+                    delete_records_response::DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                        .with_low_watermark(-1)
+                },
+            );
             rest_or_answer(
                 r.topics.is_empty(),
                 RequestKind::DeleteRecords(r),
@@ -286,27 +261,26 @@ fn plan_into(
                 covers,
                 failed,
             );
-            let patch = move |response: &mut ResponseKind| {
-                if let ResponseKind::OffsetForLeaderEpoch(resp) = response {
-                    for (name, parts) in taken {
-                        let entry = topic_entry(
-                            &mut resp.topics,
-                            |t| &t.topic,
-                            &name,
-                            || {
-                                offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default().with_topic(name.clone())
-                            },
-                        );
-                        entry.partitions.extend(parts.into_iter().map(|p| {
-                            offset_for_leader_epoch_response::EpochEndOffset::default()
-                                .with_partition(p)
-                                .with_error_code(code)
-                                .with_leader_epoch(-1)
-                                .with_end_offset(-1)
-                        }));
-                    }
-                }
-            };
+            let patch = answer_taken(
+                taken,
+                |resp| match resp {
+                    ResponseKind::OffsetForLeaderEpoch(r) => Some(&mut r.topics),
+                    _ => None,
+                },
+                |t| &t.topic,
+                |name| {
+                    offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
+                        .with_topic(name)
+                },
+                |t| &mut t.partitions,
+                move |p| {
+                    offset_for_leader_epoch_response::EpochEndOffset::default()
+                        .with_partition(p)
+                        .with_error_code(code)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1)
+                },
+            );
             rest_or_answer(
                 r.topics.is_empty(),
                 RequestKind::OffsetForLeaderEpoch(r),
@@ -364,21 +338,34 @@ fn take<T, P>(
     taken
 }
 
-/// The response's entry for topic `wanted`, added with `new` if the handler's answer has none.
-fn topic_entry<'a, T>(
-    topics: &'a mut Vec<T>,
-    name: impl Fn(&T) -> &TopicName,
-    wanted: &TopicName,
-    new: impl FnOnce() -> T,
-) -> &'a mut T {
-    let at = match topics.iter().position(|t| name(t) == wanted) {
-        Some(at) => at,
-        None => {
-            topics.push(new());
-            topics.len() - 1
+/// The patch that puts the `taken` partitions into a handler's answer, each as the entry
+/// `error_entry` makes for its index, under its topic's entry (added if the handler's
+/// answer has none). The other arguments say where that API's answer keeps them: its
+/// topics (`None` for another API's answer), a topic's name, a new topic entry, and a
+/// topic's partitions.
+fn answer_taken<T, P>(
+    taken: Taken,
+    topics: impl Fn(&mut ResponseKind) -> Option<&mut Vec<T>> + Send + 'static,
+    name: impl Fn(&T) -> &TopicName + Send + 'static,
+    new_topic: impl Fn(TopicName) -> T + Send + 'static,
+    partitions: impl Fn(&mut T) -> &mut Vec<P> + Send + 'static,
+    error_entry: impl Fn(i32) -> P + Send + 'static,
+) -> impl FnOnce(&mut ResponseKind) + Send + 'static {
+    move |response: &mut ResponseKind| {
+        let Some(entries) = topics(response) else {
+            return;
+        };
+        for (wanted, parts) in taken {
+            let at = match entries.iter().position(|t| name(t) == &wanted) {
+                Some(at) => at,
+                None => {
+                    entries.push(new_topic(wanted));
+                    entries.len() - 1
+                }
+            };
+            partitions(&mut entries[at]).extend(parts.into_iter().map(&error_entry));
         }
-    };
-    &mut topics[at]
+    }
 }
 
 fn rest_or_answer(
