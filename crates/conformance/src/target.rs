@@ -105,7 +105,12 @@ impl Target {
                 .with_context(|| format!("reading {}", file.display()))?;
             pids.insert(id, pid.trim().parse().context("a pid file holds a number")?);
         }
-        Self::connect(Kind::Kafka, bootstrap, Control::Kafka { pids }).await
+        let mut target = Self::connect(Kind::Kafka, bootstrap, Control::Kafka { pids }).await?;
+        // A harness stopped in the middle of a scenario (Ctrl-C, a kill) leaves Kafka's
+        // followers stopped; continue them first, or every scenario would wait for an ISR
+        // that never fills.
+        target.resume_followers().await?;
+        Ok(target)
     }
 
     /// Our broker, listening on `bootstrap`, its admin API on `admin`.
