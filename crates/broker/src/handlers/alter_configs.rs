@@ -16,10 +16,8 @@ use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ResponseKind};
 
-use super::config_resource::{
-    alter_target, refuse_broker_alter, repeated, repeated_error, AlterTarget,
-};
-use super::{sb, RequestContext};
+use super::config_resource::{alter_responses, alter_target, refuse_broker_alter, AlterTarget};
+use super::RequestContext;
 use crate::replica_manager::ReplicaManager;
 use crate::topics::config::alter::check_replacement;
 use crate::topics::TopicError;
@@ -30,32 +28,11 @@ pub fn handle(
     _ctx: &RequestContext,
     req: AlterConfigsRequest,
 ) -> ResponseKind {
-    let repeated = repeated(
-        req.resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
-    );
-    let responses = req
-        .resources
-        .iter()
-        .map(|resource| {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let key = (resource.resource_type, resource.resource_name.to_string());
-            let outcome = if repeated.contains(&key) {
-                Err(repeated_error())
-            } else {
-                alter(rm, resource, req.validate_only)
-            };
-            match outcome {
-                Ok(()) => response.with_error_message(None),
-                Err(e) => response
-                    .with_error_code(e.error.code())
-                    .with_error_message(Some(sb(&e.message))),
-            }
-        })
-        .collect();
+    let responses = alter_responses!(AlterConfigsResourceResponse, &req.resources, |r| alter(
+        rm,
+        r,
+        req.validate_only
+    ));
     ResponseKind::AlterConfigs(AlterConfigsResponse::default().with_responses(responses))
 }
 
@@ -74,6 +51,8 @@ fn alter(
     let overrides = check_replacement(&set)?;
     match target {
         AlterTarget::Broker => refuse_broker_alter(set.iter().map(|(name, _)| name.as_str())),
-        AlterTarget::Topic(name) => rm.alter_topic_config(&name, &overrides, validate_only),
+        AlterTarget::Topic(name) => {
+            rm.alter_topic_config(&name, |_current| Ok(overrides), validate_only)
+        }
     }
 }

@@ -10,6 +10,9 @@ use std::collections::HashSet;
 
 use kafka_protocol::ResponseError;
 
+use kafka_protocol::protocol::StrBytes;
+
+use super::sb;
 use crate::replica_manager::ReplicaManager;
 use crate::topics::TopicError;
 
@@ -82,23 +85,62 @@ pub fn refuse_broker_alter<'a>(names: impl Iterator<Item = &'a str>) -> Result<(
     ))
 }
 
-/// The resources (type, name) a request names more than once: Kafka refuses each of
-/// their entries ("Each resource must appear at most once.").
-pub fn repeated<'a>(resources: impl Iterator<Item = (i8, &'a str)>) -> HashSet<(i8, String)> {
+/// The outcome of each resource of an alter request, in order: a resource named more
+/// than once (its type and name) is INVALID_REQUEST, every time it appears, and nothing of
+/// it changes, as Kafka answers; any other is what `alter` makes of it. `key` names a
+/// resource.
+pub fn alter_each<'r, R>(
+    resources: &'r [R],
+    key: impl Fn(&'r R) -> (i8, &'r str),
+    alter: impl Fn(&'r R) -> Result<(), TopicError>,
+) -> impl Iterator<Item = (&'r R, Result<(), TopicError>)> {
     let mut seen = HashSet::new();
     let mut repeated = HashSet::new();
-    for (resource_type, name) in resources {
-        if !seen.insert((resource_type, name)) {
-            repeated.insert((resource_type, name.to_string()));
+    for resource in resources {
+        if !seen.insert(key(resource)) {
+            repeated.insert(key(resource));
         }
     }
-    repeated
+    resources.iter().map(move |resource| {
+        let outcome = if repeated.contains(&key(resource)) {
+            Err(TopicError::new(
+                ResponseError::InvalidRequest,
+                "Each resource must appear at most once.",
+            ))
+        } else {
+            alter(resource)
+        };
+        (resource, outcome)
+    })
 }
 
-/// The error for a resource named more than once.
-pub fn repeated_error() -> TopicError {
-    TopicError::new(
-        ResponseError::InvalidRequest,
-        "Each resource must appear at most once.",
-    )
+/// The response entries of an alter request: AlterConfigs and IncrementalAlterConfigs
+/// name their request and response entries alike, with the same fields, under types of
+/// their own, so one macro answers both. `$alter` makes one resource's outcome.
+macro_rules! alter_responses {
+    ($response:ty, $resources:expr, $alter:expr) => {
+        $crate::handlers::config_resource::alter_each(
+            $resources,
+            |r| (r.resource_type, r.resource_name.as_str()),
+            $alter,
+        )
+        .map(|(resource, outcome)| {
+            let (code, message) = $crate::handlers::config_resource::error_fields(outcome);
+            <$response>::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(message)
+        })
+        .collect()
+    };
+}
+pub(crate) use alter_responses;
+
+/// A resource's `error_code` and `error_message`, as both alter APIs answer them.
+pub fn error_fields(outcome: Result<(), TopicError>) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err(e) => (e.error.code(), Some(sb(&e.message))),
+    }
 }

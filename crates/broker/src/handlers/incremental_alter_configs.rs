@@ -19,12 +19,9 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
 };
-use kafka_protocol::ResponseError;
 
-use super::config_resource::{
-    alter_target, refuse_broker_alter, repeated, repeated_error, AlterTarget,
-};
-use super::{sb, RequestContext};
+use super::config_resource::{alter_responses, alter_target, refuse_broker_alter, AlterTarget};
+use super::RequestContext;
 use crate::replica_manager::ReplicaManager;
 use crate::topics::config::alter::{check_incremental, incremental, Alteration};
 use crate::topics::TopicError;
@@ -35,32 +32,11 @@ pub fn handle(
     _ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
-    let repeated = repeated(
-        req.resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
-    );
-    let responses = req
-        .resources
-        .iter()
-        .map(|resource| {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let key = (resource.resource_type, resource.resource_name.to_string());
-            let outcome = if repeated.contains(&key) {
-                Err(repeated_error())
-            } else {
-                alter(rm, resource, req.validate_only)
-            };
-            match outcome {
-                Ok(()) => response.with_error_message(None),
-                Err(e) => response
-                    .with_error_code(e.error.code())
-                    .with_error_message(Some(sb(&e.message))),
-            }
-        })
-        .collect();
+    let responses = alter_responses!(AlterConfigsResourceResponse, &req.resources, |r| alter(
+        rm,
+        r,
+        req.validate_only
+    ));
     ResponseKind::IncrementalAlterConfigs(
         IncrementalAlterConfigsResponse::default().with_responses(responses),
     )
@@ -86,14 +62,7 @@ fn alter(
     match target {
         AlterTarget::Broker => refuse_broker_alter(alterations.iter().map(|a| a.name.as_str())),
         AlterTarget::Topic(name) => {
-            let topic = rm.topic(&name).ok_or_else(|| {
-                TopicError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("The topic '{name}' does not exist."),
-                )
-            })?;
-            let overrides = incremental(&topic.config, &ops)?;
-            rm.alter_topic_config(&name, &overrides, validate_only)
+            rm.alter_topic_config(&name, |current| incremental(current, &ops), validate_only)
         }
     }
 }

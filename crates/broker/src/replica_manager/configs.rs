@@ -20,22 +20,30 @@ use crate::request::Cause;
 use crate::topics::{TopicConfig, TopicError};
 
 impl ReplicaManager {
-    /// Checks `overrides` as topic `name`'s new override set (the whole set: what is
-    /// not in it returns to its default) and, unless `validate_only`, applies it, on
-    /// every broker of the cluster if there is one. UNKNOWN_TOPIC_OR_PARTITION for an
-    /// unknown topic, INVALID_CONFIG for a bad name or value (nothing is applied).
+    /// Gives topic `name` the override set `new_overrides` makes of its current configs
+    /// (the whole set: what is not in it returns to its default), checked and, unless
+    /// `validate_only`, applied, on every broker of the cluster if there is one.
+    /// UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, INVALID_CONFIG for a bad name or
+    /// value (nothing is applied).
+    ///
+    /// One alter at a time, across every broker of the process: reading the current
+    /// configs, making the new set and applying it happen under one lock, so that two
+    /// incremental alters of one topic, each changing another key, both land.
     pub fn alter_topic_config(
         &self,
         name: &str,
-        overrides: &[(String, String)],
+        new_overrides: impl FnOnce(&TopicConfig) -> Result<Vec<(String, String)>, TopicError>,
         validate_only: bool,
     ) -> Result<(), TopicError> {
-        let config = self.check_topic_config(name, overrides)?;
+        let _one_at_a_time = self.config_writes.lock();
+        let topic = self.topic(name).ok_or_else(|| unknown_topic(name))?;
+        let overrides = new_overrides(&topic.config)?;
+        let config = self.check_topic_config(name, &overrides)?;
         if validate_only {
             return Ok(());
         }
         match self.cluster() {
-            Some(cluster) => cluster.alter_topic_config(name, overrides),
+            Some(cluster) => cluster.alter_topic_config(name, &overrides),
             None => self.apply_topic_config(name, config),
         }
     }

@@ -55,6 +55,8 @@ pub use create_partitions::assignment_count_error;
 
 use std::sync::{Arc, OnceLock, Weak};
 
+use parking_lot::Mutex;
+
 use kafka_protocol::ResponseError;
 use replog::{Partition, PartitionChange, ReadBound};
 use timewheel::{Purgatory, PurgatoryConfig, Timer, TimerConfig};
@@ -129,6 +131,8 @@ pub struct ReplicaManager {
     /// The fault rules, shared by every broker of the process. The connection layer
     /// applies them before a request reaches its handler; nothing below it looks at them.
     pub faults: Arc<Faults>,
+    /// Held while a topic's configs are read, changed and applied ([`BrokerShared`]).
+    pub(crate) config_writes: Arc<Mutex<()>>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
     /// The cluster this broker belongs to, when it runs with others (`--brokers N`).
@@ -161,6 +165,7 @@ impl ReplicaManager {
             timer,
             producer_ids,
             faults,
+            config_writes,
         } = shared;
         let purgatory_config = || PurgatoryConfig {
             purge_interval: config.purge_interval_requests,
@@ -179,6 +184,7 @@ impl ReplicaManager {
             producer_ids,
             telemetry: Arc::new(Telemetry::default()),
             faults,
+            config_writes,
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
             cluster: OnceLock::new(),
@@ -501,6 +507,10 @@ pub struct BrokerShared {
     pub producer_ids: Arc<ProducerIdManager>,
     /// One list of fault rules: a rule may name the broker it applies to.
     pub faults: Arc<Faults>,
+    /// Topic config changes, one at a time across the process, as Kafka's controller
+    /// applies them from its single event queue: an incremental alter reads the current
+    /// overrides and writes the whole new set, so two at once would lose one's change.
+    pub config_writes: Arc<Mutex<()>>,
 }
 
 impl BrokerShared {
@@ -511,6 +521,7 @@ impl BrokerShared {
             faults: Arc::new(Faults::new(timer.clone())),
             timer,
             producer_ids: Arc::default(),
+            config_writes: Arc::default(),
         }
     }
 }

@@ -206,6 +206,42 @@ fn set_shows_as_a_topic_config_with_synonyms_and_delete_returns_to_the_default()
 }
 
 #[test]
+fn incremental_alters_of_one_topic_from_many_clients_at_once_all_land() {
+    // Each alter reads the topic's overrides and writes the whole new set; without one
+    // alter at a time, two at once each keep the other's key out and one change is lost.
+    let apis = manual_apis();
+    let keys = [
+        ("retention.bytes", "4096"),
+        ("retention.ms", "60000"),
+        ("segment.ms", "1000"),
+        ("max.message.bytes", "2048"),
+        ("min.insync.replicas", "1"),
+        ("cleanup.policy", "compact"),
+    ];
+    for round in 0..40 {
+        let topic = format!("t{round}");
+        create(&apis, &topic, &[]);
+        let start = std::sync::Barrier::new(keys.len());
+        std::thread::scope(|scope| {
+            for (key, value) in keys {
+                let (apis, topic, start) = (&apis, &topic, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    assert_eq!(alter_topic(apis, topic, &[(key, SET, Some(value))]), 0);
+                });
+            }
+        });
+        for (key, value) in keys {
+            assert_eq!(
+                shown(&apis, &topic, key),
+                (value.to_string(), 1),
+                "round {round}: {key} was lost"
+            );
+        }
+    }
+}
+
+#[test]
 fn append_and_subtract_change_a_list_and_only_a_list() {
     let apis = manual_apis();
     create(&apis, "t", &[]);
