@@ -15,10 +15,9 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use timewheel::{Completion, DelayedOperation};
-use tracing::info;
 
-use super::{ended_by, Once, OpMeta, TRACE_TARGET};
-use crate::partition::{PartitionHandle, TopicPartition};
+use super::{ended_by, take_results, waiting_keys, Once, OpMeta, PartitionWait};
+use crate::partition::TopicPartition;
 use crate::request::Cause;
 
 /// Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`: the answer of a failed partition.
@@ -61,15 +60,10 @@ pub type DeleteRecordsCallback =
 pub type DeleteRecordsCompletion =
     Box<dyn FnOnce(Vec<(TopicPartition, DeleteRecordsPartitionResult)>, Cause) + Send>;
 
-/// One partition of a DeleteRecords (Kafka's `DeleteRecordsPartitionStatus`).
-pub struct DeleteRecordsPartitionStatus {
-    /// The partition.
-    pub tp: TopicPartition,
-    /// Set while the partition waits: its log and the low watermark it needs.
-    pub awaiting: Option<(Arc<PartitionHandle>, i64)>,
-    /// The result so far (an error found on the leader, or the low watermark reached).
-    pub result: DeleteRecordsPartitionResult,
-}
+/// One partition of a DeleteRecords (Kafka's `DeleteRecordsPartitionStatus`): it waits
+/// for the low watermark, every replica's log start, to reach the new one. Its result
+/// is an error found on the leader, or the low watermark reached.
+pub type DeleteRecordsPartitionStatus = PartitionWait<DeleteRecordsPartitionResult>;
 
 /// A DeleteRecords parked in the DeleteRecords purgatory.
 pub struct DelayedDeleteRecords {
@@ -97,25 +91,16 @@ impl DelayedDeleteRecords {
 
     /// The partitions still waiting for their low watermark.
     pub fn keys(&self) -> Vec<TopicPartition> {
-        self.partitions
-            .lock()
-            .iter()
-            .filter(|p| p.awaiting.is_some())
-            .map(|p| p.tp.clone())
-            .collect()
+        waiting_keys(&self.partitions)
     }
 
     /// Traces the operation's creation.
     pub fn log_created(&self, keys: &[TopicPartition]) {
-        info!(
-            target: TRACE_TARGET,
-            kind = "DelayedDeleteRecords",
-            correlation_id = self.meta.correlation_id,
-            client = %self.meta.client_id,
-            keys = ?keys,
-            deadline_ms = self.meta.deadline_ms,
-            waits_for = %self.waits_for(),
-            "created: DeleteRecords parked until every replica's log start reaches it"
+        self.meta.trace_created(
+            "DelayedDeleteRecords",
+            keys,
+            &self.waits_for(),
+            "DeleteRecords parked until every replica's log start reaches it",
         );
     }
 
@@ -181,26 +166,18 @@ impl DelayedOperation for DelayedDeleteRecords {
 
     fn on_complete(&self, how: Completion<Cause>) {
         let expired = matches!(how, Completion::Expired);
-        let mut partitions = self.partitions.lock();
-        for p in partitions.iter_mut() {
-            // Still waiting: the timeout fired first (or it was completed from outside).
-            // Kafka answers the low watermark the deletion left, with the error.
-            if p.awaiting.take().is_some() {
-                p.result.error = Some(ResponseError::RequestTimedOut);
-            }
-        }
-        let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
-        drop(partitions);
+        // Still waiting: the timeout fired first (or it was completed from outside). Kafka
+        // answers the low watermark the deletion left, with the error.
+        let results = take_results(&self.partitions, |result| {
+            result.error = Some(ResponseError::RequestTimedOut);
+        });
         let cause = ended_by(how, results.iter().find_map(|(_, r)| r.error));
-        info!(
-            target: TRACE_TARGET,
-            kind = "DelayedDeleteRecords",
-            correlation_id = self.meta.correlation_id,
-            client = %self.meta.client_id,
-            why = if expired { "expired: REQUEST_TIMED_OUT" } else { "low watermark reached" },
-            waited_ms = self.meta.waited_ms(),
-            "completed"
-        );
+        let why = if expired {
+            "expired: REQUEST_TIMED_OUT"
+        } else {
+            "low watermark reached"
+        };
+        self.meta.trace_completed("DelayedDeleteRecords", why);
         if let Some(respond) = self.respond.take() {
             respond(results, cause);
         }

@@ -40,8 +40,11 @@ pub use produce::{DelayedProduce, ProduceCallback, ProduceCompletion, ProducePar
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use timewheel::{Completion, Timer};
+use tracing::info;
 
+use crate::partition::{PartitionHandle, TopicPartition};
 use crate::request::{Cause, RequestContext, TraceId};
 
 /// Tracing target for delayed-operation lifecycles.
@@ -101,10 +104,77 @@ impl OpMeta {
         }
     }
 
+    /// Traces an operation's creation: `kind` (its Kafka name), the `keys` it watches,
+    /// its deadline, what it `waits_for` in words, and its `story`, what parks it.
+    fn trace_created(&self, kind: &str, keys: &[TopicPartition], waits_for: &str, story: &str) {
+        info!(
+            target: TRACE_TARGET,
+            kind,
+            correlation_id = self.correlation_id,
+            client = %self.client_id,
+            keys = ?keys,
+            deadline_ms = self.deadline_ms,
+            waits_for,
+            "created: {story}"
+        );
+    }
+
+    /// Traces an operation's end: `kind`, `why` it ended, and how long it waited.
+    fn trace_completed(&self, kind: &str, why: &str) {
+        info!(
+            target: TRACE_TARGET,
+            kind,
+            correlation_id = self.correlation_id,
+            client = %self.client_id,
+            why,
+            waited_ms = self.waited_ms(),
+            "completed"
+        );
+    }
+
     /// How long the operation has waited so far, on the broker clock.
     pub fn waited_ms(&self) -> u64 {
         self.timer.now_ms().saturating_sub(self.created_ms)
     }
+}
+
+/// One partition of a parked produce or DeleteRecords (Kafka's `ProducePartitionStatus`
+/// and `DeleteRecordsPartitionStatus`): while it waits, its log and the offset it needs
+/// there (the high watermark for a produce, the low watermark for a DeleteRecords); and
+/// its result so far, `R`.
+pub struct PartitionWait<R> {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Set while the partition waits: its log and the offset it needs.
+    pub awaiting: Option<(Arc<PartitionHandle>, i64)>,
+    /// The result so far; the operation's end fills in what is left.
+    pub result: R,
+}
+
+/// The partitions of `parts` still waiting: the keys the purgatory watches.
+fn waiting_keys<R>(parts: &Mutex<Vec<PartitionWait<R>>>) -> Vec<TopicPartition> {
+    parts
+        .lock()
+        .iter()
+        .filter(|p| p.awaiting.is_some())
+        .map(|p| p.tp.clone())
+        .collect()
+}
+
+/// Ends every partition of `parts` still waiting with REQUEST_TIMED_OUT (through
+/// `timed_out`), the answer Kafka gives a partition its condition did not reach, and
+/// takes the results, in request order.
+fn take_results<R>(
+    parts: &Mutex<Vec<PartitionWait<R>>>,
+    timed_out: impl Fn(&mut R),
+) -> Vec<(TopicPartition, R)> {
+    let mut parts = parts.lock();
+    for p in parts.iter_mut() {
+        if p.awaiting.take().is_some() {
+            timed_out(&mut p.result);
+        }
+    }
+    parts.drain(..).map(|p| (p.tp, p.result)).collect()
 }
 
 /// A completion callback that runs at most once, whichever path completes the operation

@@ -8,16 +8,13 @@
 //! UNKNOWN_TOPIC_OR_PARTITION. If the timeout (the request's `timeout_ms`) fires first,
 //! the partitions still waiting answer REQUEST_TIMED_OUT.
 
-use std::sync::Arc;
-
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use replog::ReplicationState;
 use timewheel::{Completion, DelayedOperation};
-use tracing::info;
 
-use super::{ended_by, Once, OpMeta, TRACE_TARGET};
-use crate::partition::{PartitionHandle, TopicPartition};
+use super::{ended_by, take_results, waiting_keys, Once, OpMeta, PartitionWait};
+use crate::partition::TopicPartition;
 use crate::request::Cause;
 
 /// The outcome of one partition of a produce (Kafka's `PartitionResponse`).
@@ -55,15 +52,9 @@ pub type ProduceCallback = Box<dyn FnOnce(Vec<(TopicPartition, ProducePartitionR
 pub type ProduceCompletion =
     Box<dyn FnOnce(Vec<(TopicPartition, ProducePartitionResult)>, Cause) + Send>;
 
-/// One partition of a parked produce (Kafka's `ProducePartitionStatus`).
-pub struct ProducePartitionStatus {
-    /// The partition.
-    pub tp: TopicPartition,
-    /// Set while the partition waits for replication: its log and the HW it needs.
-    pub awaiting: Option<(Arc<PartitionHandle>, i64)>,
-    /// The result so far (what the append gave; its error is filled in on completion).
-    pub result: ProducePartitionResult,
-}
+/// One partition of a parked produce (Kafka's `ProducePartitionStatus`): it waits for
+/// the high watermark to pass its batch.
+pub type ProducePartitionStatus = PartitionWait<ProducePartitionResult>;
 
 /// An `acks=all` produce parked in the produce purgatory.
 pub struct DelayedProduce {
@@ -93,25 +84,16 @@ impl DelayedProduce {
 
     /// The partitions still waiting for their high watermark.
     pub fn keys(&self) -> Vec<TopicPartition> {
-        self.partitions
-            .lock()
-            .iter()
-            .filter(|p| p.awaiting.is_some())
-            .map(|p| p.tp.clone())
-            .collect()
+        waiting_keys(&self.partitions)
     }
 
     /// Traces the operation's creation.
     pub fn log_created(&self, keys: &[TopicPartition]) {
-        info!(
-            target: TRACE_TARGET,
-            kind = "DelayedProduce",
-            correlation_id = self.meta.correlation_id,
-            client = %self.meta.client_id,
-            keys = ?keys,
-            deadline_ms = self.meta.deadline_ms,
-            waits_for = %self.waits_for(),
-            "created: acks=all produce parked until the high watermark passes it"
+        self.meta.trace_created(
+            "DelayedProduce",
+            keys,
+            &self.waits_for(),
+            "acks=all produce parked until the high watermark passes it",
         );
     }
 
@@ -186,23 +168,14 @@ impl DelayedOperation for DelayedProduce {
 
     fn on_complete(&self, how: Completion<Cause>) {
         let expired = matches!(how, Completion::Expired);
-        let mut partitions = self.partitions.lock();
-        let mut errors = 0;
-        for p in partitions.iter_mut() {
-            // A partition the high watermark has not reached: the timeout fired first, or
-            // the operation was completed from outside. Either way Kafka answers
-            // REQUEST_TIMED_OUT for it.
-            if p.awaiting.take().is_some() {
-                p.result.error = Some(ResponseError::RequestTimedOut);
-                p.result.message =
-                    Some("the high watermark did not reach this batch before timeout_ms".into());
-            }
-            if p.result.error.is_some() {
-                errors += 1;
-            }
-        }
-        let results: Vec<_> = partitions.drain(..).map(|p| (p.tp, p.result)).collect();
-        drop(partitions);
+        // A partition the high watermark has not reached: the timeout fired first, or the
+        // operation was completed from outside. Either way Kafka answers REQUEST_TIMED_OUT.
+        let results = take_results(&self.partitions, |result| {
+            result.error = Some(ResponseError::RequestTimedOut);
+            result.message =
+                Some("the high watermark did not reach this batch before timeout_ms".into());
+        });
+        let errors = results.iter().filter(|(_, r)| r.error.is_some()).count();
         let cause = ended_by(how, results.iter().find_map(|(_, r)| r.error));
         let why = if expired {
             "expired: REQUEST_TIMED_OUT"
@@ -211,15 +184,7 @@ impl DelayedOperation for DelayedProduce {
         } else {
             "high watermark reached"
         };
-        info!(
-            target: TRACE_TARGET,
-            kind = "DelayedProduce",
-            correlation_id = self.meta.correlation_id,
-            client = %self.meta.client_id,
-            why,
-            waited_ms = self.meta.waited_ms(),
-            "completed"
-        );
+        self.meta.trace_completed("DelayedProduce", why);
         if let Some(respond) = self.respond.take() {
             respond(results, cause);
         }
