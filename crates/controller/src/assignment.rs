@@ -36,6 +36,42 @@ pub struct AssignmentParams {
     pub start_shift: usize,
 }
 
+/// Kafka's checks of one partition's manual replica list (CreateTopics and
+/// CreatePartitions with an assignment), in its words: not empty, every broker
+/// `registered`, none twice, and `rf` of them. The reason for INVALID_REPLICA_ASSIGNMENT
+/// if one fails. Kafka checks the brokers in id order, so the first one it names is the
+/// lowest offending id.
+pub fn check_manual_replicas(
+    replicas: &[i32],
+    rf: usize,
+    registered: impl Fn(i32) -> bool,
+) -> Result<(), String> {
+    if replicas.is_empty() {
+        return Err("The manual partition assignment includes an empty replica list.".into());
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (j, &b) in sorted.iter().enumerate() {
+        if !registered(b) {
+            return Err(format!(
+                "The manual partition assignment includes broker {b}, but no such broker is registered."
+            ));
+        }
+        if j > 0 && sorted[j - 1] == b {
+            return Err(format!(
+                "The manual partition assignment includes the broker {b} more than once."
+            ));
+        }
+    }
+    if replicas.len() != rf {
+        return Err(format!(
+            "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+            replicas.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Replicas for partitions `0..partitions` of a new topic over `brokers` (any order,
 /// repeats ignored). Refuses a partition count below 1 (`INVALID_PARTITIONS`) and a
 /// replication factor below 1 or above the number of brokers

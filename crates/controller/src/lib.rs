@@ -53,7 +53,7 @@ pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
-pub use assignment::{assign_partitions, assign_replicas, AssignmentParams};
+pub use assignment::{assign_partitions, assign_replicas, check_manual_replicas, AssignmentParams};
 pub use broker::Broker;
 pub use change::{Change, ElectionReason};
 pub use controller::{AlterPartitionOutcome, Controller};

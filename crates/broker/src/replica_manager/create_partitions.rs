@@ -111,31 +111,8 @@ impl ReplicaManager {
         };
         let first_new = topic.partitions.len();
         for (i, replicas) in assignment.iter().enumerate() {
-            if replicas.is_empty() {
-                return invalid(
-                    "The manual partition assignment includes an empty replica list.".into(),
-                );
-            }
-            let mut sorted = replicas.clone();
-            sorted.sort_unstable();
-            for (j, &b) in sorted.iter().enumerate() {
-                if !known.contains(&b) {
-                    return invalid(format!(
-                        "The manual partition assignment includes broker {b}, but no such broker is registered."
-                    ));
-                }
-                if j > 0 && sorted[j - 1] == b {
-                    return invalid(format!(
-                        "The manual partition assignment includes the broker {b} more than once."
-                    ));
-                }
-            }
-            if replicas.len() != rf {
-                return invalid(format!(
-                    "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
-                    replicas.len()
-                ));
-            }
+            controller::check_manual_replicas(replicas, rf, |b| known.contains(&b))
+                .or_else(invalid)?;
             if !replicas.contains(&self.config.broker_id) {
                 return invalid(format!(
                     "The manual partition assignment for partition {} leaves out broker {}, which leads every partition here.",

@@ -11,7 +11,7 @@
 //! `.`, `_` and `-`, and not `.` or `..`.
 
 use super::Controller;
-use crate::assignment::{assign_partitions, assign_replicas};
+use crate::assignment::{assign_partitions, assign_replicas, check_manual_replicas};
 use crate::change::{Change, ElectionReason};
 use crate::error::Error;
 use crate::image::Topic;
@@ -61,20 +61,8 @@ impl Controller {
         let invalid = |reason: String| Err(Error::InvalidReplicaAssignment { reason });
         let rf = assignment[0].len();
         for (p, replicas) in assignment.iter().enumerate() {
-            if replicas.is_empty() || replicas.len() != rf {
-                return invalid(format!(
-                    "partition {p} has {} replicas, partition 0 has {rf}",
-                    replicas.len()
-                ));
-            }
-            if let Some(b) = replicas.iter().find(|&&b| self.image.broker(b).is_none()) {
-                return invalid(format!(
-                    "partition {p} names broker {b}, which is not registered"
-                ));
-            }
-            if (1..replicas.len()).any(|i| replicas[..i].contains(&replicas[i])) {
-                return invalid(format!("partition {p} repeats a broker in {replicas:?}"));
-            }
+            check_manual_replicas(replicas, rf, |b| self.image.broker(b).is_some())
+                .map_err(|reason| Error::InvalidReplicaAssignment { reason })?;
             if !replicas.iter().any(|&b| self.image.is_alive(b)) {
                 return invalid(format!("no replica of partition {p} is alive"));
             }
@@ -149,33 +137,8 @@ impl Controller {
         let rf = topic.replication_factor();
         let invalid = |reason: String| Err(Error::InvalidReplicaAssignment { reason });
         for (i, replicas) in assignment.iter().enumerate() {
-            if replicas.is_empty() {
-                return invalid(
-                    "The manual partition assignment includes an empty replica list.".into(),
-                );
-            }
-            // Kafka checks the brokers in id order, so the first one it names is the
-            // lowest offending id.
-            let mut sorted = replicas.clone();
-            sorted.sort_unstable();
-            for (j, &b) in sorted.iter().enumerate() {
-                if self.image.broker(b).is_none() {
-                    return invalid(format!(
-                        "The manual partition assignment includes broker {b}, but no such broker is registered."
-                    ));
-                }
-                if j > 0 && sorted[j - 1] == b {
-                    return invalid(format!(
-                        "The manual partition assignment includes the broker {b} more than once."
-                    ));
-                }
-            }
-            if replicas.len() != rf {
-                return invalid(format!(
-                    "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
-                    replicas.len()
-                ));
-            }
+            check_manual_replicas(replicas, rf, |b| self.image.broker(b).is_some())
+                .map_err(|reason| Error::InvalidReplicaAssignment { reason })?;
             if !replicas.iter().any(|&b| self.image.is_alive(b)) {
                 return invalid(format!(
                     "All brokers specified in the manual partition assignment for partition {} are fenced or in controlled shutdown.",

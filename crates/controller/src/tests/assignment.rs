@@ -167,3 +167,30 @@ fn bad_counts_are_refused_with_kafkas_codes() {
     assert_eq!(ErrorCode::InvalidReplicationFactor.value(), 38);
     assert_eq!(ErrorCode::InvalidPartitions.value(), 37);
 }
+
+#[test]
+fn manual_replicas_are_checked_in_kafkas_words_lowest_offending_broker_first() {
+    let registered = |b: i32| (1..=3).contains(&b);
+    assert_eq!(
+        crate::check_manual_replicas(&[3, 1, 2], 3, registered),
+        Ok(())
+    );
+    let reason =
+        |replicas: &[i32], rf| crate::check_manual_replicas(replicas, rf, registered).unwrap_err();
+    assert_eq!(
+        reason(&[], 3),
+        "The manual partition assignment includes an empty replica list."
+    );
+    assert_eq!(
+        reason(&[9, 1, 7], 3),
+        "The manual partition assignment includes broker 7, but no such broker is registered."
+    );
+    assert_eq!(
+        reason(&[2, 1, 2], 3),
+        "The manual partition assignment includes the broker 2 more than once."
+    );
+    assert_eq!(
+        reason(&[1, 2], 3),
+        "The manual partition assignment includes a partition with 2 replica(s), but this is not consistent with previous partitions, which have 3 replica(s)."
+    );
+}
