@@ -264,6 +264,20 @@ def test_a_followers_delay_and_lag_are_bounded_with_a_400(broker, action):
     assert status == 200, answer
 
 
+@pytest.mark.parametrize("query, reason", [
+    ("limit=4097", "`limit` is \"4097\": it takes a whole number from 0 to 4096"),
+    ("limit=-1", "`limit` is \"-1\""),
+    ("limit=many", "`limit` is \"many\""),
+    ("after=99999999999999999999999", "`after` is"),
+    ("finished_after=0&wait_ms=30001", "`wait_ms` is \"30001\": it takes a whole number from 0 to 30000"),
+])
+def test_the_request_logs_numbers_are_bounded_with_a_400(broker, query, reason):
+    status, answer = call(broker, "GET", f"/api/requests?{query}")
+    assert status == 400 and reason in answer["error"], answer
+    status, answer = call(broker, "GET", "/api/requests?limit=4096&after=0")
+    assert status == 200 and "requests" in answer
+
+
 def test_rules_are_listed_removed_one_by_one_and_all_at_once(broker):
     a = add_rule(broker, {"api": "Produce", "error": 6, "times": 3})
     b = add_rule(broker, {"api": "Metadata", "action": "disconnect", "times": 1})

@@ -91,15 +91,46 @@ async fn asset(Path(file): Path<String>) -> Response {
 /// `request` (a Kafka request name: `Produce`, `FetchConsumer`, ...), `followers=0` (leave
 /// out follower fetches), `done=1` (finished ones only), and for a long poll
 /// `finished_after=F&wait_ms=MS`: answer once more than `F` requests have finished (the
-/// `finished` field of an earlier answer), or after `wait_ms` (at most 30 s).
+/// `finished` field of an earlier answer), or after `wait_ms` (at most 30 s). A number out
+/// of its range (`limit` at most 4096), or not a number, is a 400 that says the range.
+/// The most requests one `GET /api/requests` answers with.
+const MAX_REQUESTS_LIMIT: u64 = 4096;
+/// The longest long poll of `GET /api/requests`.
+const MAX_REQUESTS_WAIT_MS: u64 = 30_000;
+
+/// Query parameter `name` as a number from 0 to `max`, if given; else why not.
+fn query_number(q: &HashMap<String, String>, name: &str, max: u64) -> Result<Option<u64>, String> {
+    let Some(text) = q.get(name) else {
+        return Ok(None);
+    };
+    match text.parse::<u64>() {
+        Ok(n) if n <= max => Ok(Some(n)),
+        _ => Err(format!(
+            "`{name}` is {text:?}: it takes a whole number from 0 to {max}"
+        )),
+    }
+}
+
 pub async fn get_requests(
     State(s): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let num = |name: &str| q.get(name).and_then(|v| v.parse::<u64>().ok());
+    // Every number has a range; one outside it, or not a number, is a 400 with the range.
+    let numbers = (|| {
+        Ok::<_, String>((
+            query_number(&q, "limit", MAX_REQUESTS_LIMIT)?,
+            query_number(&q, "after", u64::MAX)?,
+            query_number(&q, "finished_after", u64::MAX)?,
+            query_number(&q, "wait_ms", MAX_REQUESTS_WAIT_MS)?,
+        ))
+    })();
+    let (limit, after, finished_after, wait_ms) = match numbers {
+        Ok(numbers) => numbers,
+        Err(e) => return super::error(axum::http::StatusCode::BAD_REQUEST, e),
+    };
     let telemetry = &s.rm.telemetry;
-    if let (Some(seen), Some(wait)) = (num("finished_after"), num("wait_ms")) {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait.min(30_000));
+    if let (Some(seen), Some(wait)) = (finished_after, wait_ms) {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait);
         while telemetry.finished() <= seen && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -111,9 +142,9 @@ pub async fn get_requests(
         no_followers: q.get("followers").map(String::as_str) == Some("0"),
         done_only: q.get("done").map(String::as_str) == Some("1"),
     };
-    let limit = num("limit").unwrap_or(50).min(4096) as usize;
+    let limit = limit.unwrap_or(50) as usize;
     let finished = telemetry.finished();
-    let requests = telemetry.recent_requests(num("after").unwrap_or(0), limit, &filter);
+    let requests = telemetry.recent_requests(after.unwrap_or(0), limit, &filter);
     Json(json!({
         "next_seq": telemetry.next_request_seq(),
         "finished": finished,
