@@ -278,6 +278,18 @@ def test_the_request_logs_numbers_are_bounded_with_a_400(broker, query, reason):
     assert status == 200 and "requests" in answer
 
 
+@pytest.mark.parametrize("body, reason", [
+    ({"topic": "t", "timeout_ms": 3600001}, "timeout_ms is 3600001: it takes 0 to 3600000"),
+    ({"topic": "t", "timeout_ms": -1}, "timeout_ms is -1"),
+    ({"topic": "t", "partition": -2}, "partition is -2"),
+    ({"topic": "t", "acks": 2}, "acks must be -1 (all), 0 or 1"),
+    ({"topic": "t", "timeout_ms": 99999999999999}, "bad body"),
+])
+def test_a_send_from_the_page_has_bounded_numbers(broker, body, reason):
+    status, answer = call(broker, "POST", "/api/send", body)
+    assert status == 400 and reason in answer["error"], answer
+
+
 def test_rules_are_listed_removed_one_by_one_and_all_at_once(broker):
     a = add_rule(broker, {"api": "Produce", "error": 6, "times": 3})
     b = add_rule(broker, {"api": "Metadata", "action": "disconnect", "times": 1})

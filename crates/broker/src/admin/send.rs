@@ -49,6 +49,9 @@ fn default_timeout() -> i32 {
 /// Client id of the page's test producer.
 const SEND_CLIENT_ID: &str = "purgatory-view";
 
+/// The longest `timeout_ms` a produce sent from the page may wait: one hour.
+const MAX_SEND_TIMEOUT_MS: i32 = 3_600_000;
+
 /// `POST /api/send` with a JSON body `{"topic": "demo", "acks": -1, "value": "hi",
 /// "partition": 0, "key": null, "timeout_ms": 30000, "client_id": "purgatory-view"}`
 /// (only `topic` is required): connects to the broker's own Kafka listener like any
@@ -74,6 +77,21 @@ pub(super) async fn post_send(
     }
     if send.topic.is_empty() {
         return error(StatusCode::BAD_REQUEST, "topic must not be empty");
+    }
+    if !(0..=MAX_SEND_TIMEOUT_MS).contains(&send.timeout_ms) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "timeout_ms is {}: it takes 0 to {MAX_SEND_TIMEOUT_MS} (one hour)",
+                send.timeout_ms
+            ),
+        );
+    }
+    if send.partition < 0 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("partition is {}: it takes 0 or more", send.partition),
+        );
     }
     let Some(port) = s.rm.bound_port() else {
         return error(
