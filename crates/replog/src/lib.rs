@@ -14,7 +14,10 @@
 //! * the **leader epochs** the log holds and where each starts ([`leader_epoch`]), which
 //!   let a follower find and truncate the records a failed leader wrote but nobody else
 //!   got (KIP-101), after a switch of roles ([`Role`], [`Partition::make_leader`],
-//!   [`Partition::make_follower`]).
+//!   [`Partition::make_follower`]);
+//! * the **transactions** open on the partition, the **last stable offset** they hold a
+//!   `read_committed` reader to, and the aborted transactions it must skip
+//!   ([`transactions`]).
 //!
 //! It is pure: no I/O, no threads, no clock. Methods that depend on time take
 //! `now_ms`, so the broker drives them with its clock and tests with a manual one.
@@ -42,6 +45,7 @@ pub mod producer_state;
 pub mod replica;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
+pub mod transactions;
 
 #[cfg(test)]
 mod tests;
@@ -58,3 +62,4 @@ pub use partition::{
 };
 pub use producer_state::{BatchMetadata, ProducerStateEntry};
 pub use replica::{FollowerState, UNKNOWN_OFFSET};
+pub use transactions::{AbortedTxn, ControlType, OpenTxn};

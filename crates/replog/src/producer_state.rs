@@ -315,6 +315,19 @@ impl ProducerStateManager {
         rebuilt
     }
 
+    /// A transaction marker of `producer_epoch` for `producer_id` was appended: from now
+    /// on the producer's epoch here is at least that one, so an older one is fenced, and
+    /// a newer epoch's batches start again at sequence 0. A producer this partition does
+    /// not know is left unknown.
+    pub fn on_marker(&mut self, producer_id: i64, producer_epoch: i16) {
+        if let Some((entry, _)) = self.producers.get_mut(&producer_id) {
+            if producer_epoch > entry.producer_epoch {
+                entry.producer_epoch = producer_epoch;
+                entry.batches.clear();
+            }
+        }
+    }
+
     /// Makes the staged changes of a successful append permanent, evicting the least
     /// recently used producers if the cap is exceeded.
     pub fn commit(&mut self, pending: PendingProducerUpdates) {

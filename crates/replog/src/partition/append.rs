@@ -5,7 +5,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{AppendInfo, Partition, PartitionChange, StoredBatch};
-use crate::batch::{set_offset_and_epoch, split_and_validate};
+use crate::batch::{
+    set_offset_and_epoch, split_and_validate, validate_replicated_batch, BatchSpan,
+};
 use crate::error::AppendError;
 use crate::producer_state::{PendingProducerUpdates, SequenceCheck};
 
@@ -61,12 +63,39 @@ impl Partition {
     pub fn append(&mut self, records: Bytes, now_ms: u64) -> Result<AppendInfo, AppendError> {
         self.refuse_append_unless_leader()?;
         let spans = split_and_validate(&records, self.config.max_batch_bytes)?;
+        self.append_spans(&records, &spans, now_ms)
+    }
 
+    /// Appends one batch the broker itself wrote (a transaction marker), as the leader:
+    /// checked as a follower checks what its leader sent, since the rules for clients
+    /// (no control batches) do not apply to it.
+    pub(super) fn append_trusted(
+        &mut self,
+        batch: Bytes,
+        now_ms: u64,
+    ) -> Result<AppendInfo, AppendError> {
+        let header = validate_replicated_batch(&batch, usize::MAX)?;
+        let span = BatchSpan {
+            start: 0,
+            len: batch.len(),
+            header,
+        };
+        self.append_spans(&batch, &[span], now_ms)
+    }
+
+    /// Appends the validated `spans` of `records`: offsets and epochs assigned, producer
+    /// sequences checked, then stored, or nothing at all.
+    fn append_spans(
+        &mut self,
+        records: &Bytes,
+        spans: &[BatchSpan],
+        now_ms: u64,
+    ) -> Result<AppendInfo, AppendError> {
         // Pass 1: assign offsets and check producer sequences, changing nothing.
         let mut pending = PendingProducerUpdates::default();
         let mut next_offset = self.log_end_offset;
         let mut placed = Vec::with_capacity(spans.len());
-        for span in &spans {
+        for span in spans {
             let header = &span.header;
             let base_offset = next_offset;
             let last_offset = base_offset
@@ -119,6 +148,7 @@ impl Partition {
             let mut data = BytesMut::with_capacity(span.len);
             data.extend_from_slice(&records[span.start..span.start + span.len]);
             set_offset_and_epoch(&mut data, base_offset, self.leader_epoch);
+            self.note_transaction(&span.header, base_offset, &data);
             self.batches.push_back(StoredBatch {
                 base_offset,
                 last_offset,
@@ -152,7 +182,7 @@ impl Partition {
     }
 
     /// The refusal of a leader-only append on a follower, as an [`AppendError`].
-    fn refuse_append_unless_leader(&self) -> Result<(), AppendError> {
+    pub(super) fn refuse_append_unless_leader(&self) -> Result<(), AppendError> {
         self.ensure_leader()
             .map_err(AppendError::NotLeaderOrFollower)
     }

@@ -112,6 +112,7 @@ impl Partition {
         self.size_bytes -= freed;
         self.log_start_offset = new_start;
         self.epoch_cache.truncate_from_start(new_start);
+        self.txns.on_log_start(new_start);
         debug_assert!(self.log_start_offset <= self.high_watermark);
         freed
     }

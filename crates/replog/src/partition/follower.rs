@@ -83,6 +83,7 @@ impl Partition {
                 header.partition_leader_epoch,
                 header.base_offset.max(self.log_start_offset),
             );
+            self.note_transaction(header, header.base_offset, &data);
             self.batches.push_back(StoredBatch {
                 base_offset: header.base_offset,
                 last_offset: header.last_offset(),
@@ -185,6 +186,7 @@ impl Partition {
         let candidate = leader_high_watermark.min(self.log_end_offset);
         if candidate > self.high_watermark {
             self.high_watermark = candidate;
+            self.txns.on_high_watermark(candidate);
         }
         Ok(PartitionChange {
             before,

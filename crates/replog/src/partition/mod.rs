@@ -68,10 +68,12 @@ use crate::config::LogConfig;
 use crate::leader_epoch::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::{ProducerStateEntry, ProducerStateManager};
 use crate::replica::FollowerState;
+use crate::transactions::TxnIndex;
 
 mod append;
 mod delete_records;
 mod follower;
+mod markers;
 mod read;
 mod replication;
 mod retention;
@@ -108,6 +110,8 @@ pub enum Role {
 pub enum ReadBound {
     /// Consumers: only batches entirely below the high watermark.
     HighWatermark,
+    /// `read_committed` consumers: only batches entirely below the last stable offset.
+    LastStable,
     /// Followers: everything up to the log end offset.
     LogEnd,
 }
@@ -126,13 +130,16 @@ pub enum ReplicationState {
     ReplicatedBelowMinIsr,
 }
 
-/// A partition's log end offset and high watermark at one moment.
+/// A partition's log end offset, high watermark and last stable offset at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Marks {
     /// The offset the next record will get.
     pub log_end_offset: i64,
     /// The offset below which every in-sync replica holds the records.
     pub high_watermark: i64,
+    /// The offset below which no transaction is undecided: the first offset of the oldest
+    /// open transaction, or the high watermark.
+    pub last_stable_offset: i64,
 }
 
 /// What one change (an append, a follower fetch, an ISR check) did to a partition:
@@ -168,6 +175,11 @@ impl PartitionChange {
     pub fn high_watermark_advanced(&self) -> bool {
         self.after.high_watermark > self.before.high_watermark
     }
+
+    /// The last stable offset moved forward: `read_committed` fetches may complete.
+    pub fn last_stable_offset_advanced(&self) -> bool {
+        self.after.last_stable_offset > self.before.last_stable_offset
+    }
 }
 
 /// Where an append landed.
@@ -202,7 +214,7 @@ pub struct ReadResult {
     pub log_start_offset: i64,
     /// The partition's log end offset.
     pub log_end_offset: i64,
-    /// Last stable offset; equal to the HW because this log has no open transactions.
+    /// The partition's last stable offset.
     pub last_stable_offset: i64,
 }
 
@@ -242,6 +254,7 @@ pub struct Partition {
     next_position: u64,
     followers: Vec<FollowerState>,
     producers: ProducerStateManager,
+    txns: TxnIndex,
 }
 
 impl Partition {
@@ -288,6 +301,7 @@ impl Partition {
             next_position: 0,
             followers,
             producers: ProducerStateManager::default(),
+            txns: TxnIndex::default(),
         };
         partition.maybe_advance_high_watermark();
         partition
@@ -308,9 +322,26 @@ impl Partition {
         self.log_start_offset
     }
 
-    /// The last stable offset; equal to the HW (no transactions here).
+    /// The last stable offset: a `read_committed` reader sees the records below it. The
+    /// first offset of the oldest transaction still undecided (open, or its marker not yet
+    /// below the HW), or the HW if there is none.
     pub fn last_stable_offset(&self) -> i64 {
-        self.high_watermark
+        self.txns.last_stable_offset(self.high_watermark)
+    }
+
+    /// The transactions open on this partition, oldest first.
+    pub fn open_transactions(&self) -> Vec<crate::OpenTxn> {
+        self.txns.open()
+    }
+
+    /// The aborted transactions a read of `fetch_offset..upper_bound` overlaps, which a
+    /// `read_committed` Fetch answer lists so the consumer can drop their records.
+    pub fn aborted_transactions(
+        &self,
+        fetch_offset: i64,
+        upper_bound: i64,
+    ) -> Vec<crate::AbortedTxn> {
+        self.txns.aborted_in(fetch_offset, upper_bound)
     }
 
     /// The current leader epoch: 0 at creation, then the epoch of the last

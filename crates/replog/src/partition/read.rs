@@ -13,6 +13,7 @@ impl Partition {
     fn bound_offset(&self, bound: ReadBound) -> i64 {
         match bound {
             ReadBound::HighWatermark => self.high_watermark,
+            ReadBound::LastStable => self.last_stable_offset(),
             ReadBound::LogEnd => self.log_end_offset,
         }
     }

@@ -71,6 +71,7 @@ impl Partition {
         let before = Marks {
             log_end_offset: leader_log_end_offset,
             high_watermark,
+            last_stable_offset: self.txns.last_stable_offset(high_watermark),
         };
         self.maybe_advance_high_watermark();
         Ok(FollowerUpdate {
@@ -125,11 +126,12 @@ impl Partition {
         }
     }
 
-    /// The log end offset and high watermark now.
+    /// The log end offset, high watermark and last stable offset now.
     pub fn marks(&self) -> Marks {
         Marks {
             log_end_offset: self.log_end_offset,
             high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
         }
     }
 
@@ -148,6 +150,7 @@ impl Partition {
             .fold(self.log_end_offset, i64::min);
         if candidate > self.high_watermark {
             self.high_watermark = candidate;
+            self.txns.on_high_watermark(candidate);
             true
         } else {
             false

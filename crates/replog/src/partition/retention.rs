@@ -18,6 +18,7 @@ impl Partition {
         self.log_start_offset = oldest.last_offset + 1;
         self.size_bytes -= oldest.data.len();
         self.epoch_cache.truncate_from_start(self.log_start_offset);
+        self.txns.on_log_start(self.log_start_offset);
         oldest.data.len()
     }
 

@@ -27,6 +27,7 @@ use serde::Serialize;
 use super::{Partition, PartitionChange, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use crate::batch::BatchHeader;
 use crate::error::{ReadError, RoleError};
+use crate::transactions::{control_type, ControlType, TxnIndex};
 
 /// What a truncation removed. The broker logs "truncated offsets
 /// `new_log_end_offset`..`old_log_end_offset`".
@@ -256,14 +257,29 @@ impl Partition {
         })
     }
 
-    /// Replaces the producer state by the one the stored batches imply, re-reading
-    /// their headers.
+    /// Replaces the producer state and the transaction index by the ones the stored
+    /// batches imply, re-reading their headers (and their markers).
     fn rebuild_producer_state(&mut self) {
-        let headers = self
+        let headers: Vec<(BatchHeader, Option<ControlType>)> = self
             .batches
             .iter()
-            .filter_map(|b| BatchHeader::parse(&b.data));
-        self.producers = self.producers.rebuilt_from(headers);
+            .filter_map(|b| {
+                let header = BatchHeader::parse(&b.data)?;
+                Some((header, control_type(&b.data, &header)))
+            })
+            .collect();
+        self.producers = self.producers.rebuilt_from(headers.iter().map(|(h, _)| *h));
+        for (header, marker) in &headers {
+            if marker.is_some() {
+                self.producers
+                    .on_marker(header.producer_id, header.producer_epoch);
+            }
+        }
+        self.txns = TxnIndex::rebuilt_from(
+            headers.iter().map(|(h, m)| (h, *m)),
+            self.high_watermark,
+            self.log_start_offset,
+        );
     }
 
     /// The offsets' invariants, after a change that moves them in unusual ways.

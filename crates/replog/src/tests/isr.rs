@@ -258,6 +258,7 @@ fn each_change_says_what_it_moved_before_and_after() {
     let marks = |log_end_offset, high_watermark| Marks {
         log_end_offset,
         high_watermark,
+        last_stable_offset: high_watermark,
     };
     assert_eq!(
         (info.change.before, info.change.after),

@@ -10,6 +10,7 @@ mod isr;
 mod read;
 mod retention;
 mod roles_and_truncation;
+mod transactions;
 
 use crate::{LogConfig, Partition};
 
