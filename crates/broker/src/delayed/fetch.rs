@@ -86,7 +86,7 @@ pub struct FetchPartitionData {
     pub error: Option<ResponseError>,
     /// The partition's high watermark (-1 on error).
     pub high_watermark: i64,
-    /// The last stable offset (= HW: no transactions here; -1 on error).
+    /// The last stable offset (-1 on error).
     pub last_stable_offset: i64,
     /// The log start offset (-1 on error).
     pub log_start_offset: i64,
@@ -94,6 +94,9 @@ pub struct FetchPartitionData {
     pub records: Option<Bytes>,
     /// Where the fetcher must truncate to, (epoch, end offset), if its log diverged.
     pub diverging_epoch: Option<(i32, i64)>,
+    /// For a `read_committed` read, the aborted transactions the returned records
+    /// overlap, so the consumer drops their records; `None` for any other read.
+    pub aborted_transactions: Option<Vec<replog::AbortedTxn>>,
 }
 
 impl FetchPartitionData {
@@ -106,6 +109,7 @@ impl FetchPartitionData {
             log_start_offset: -1,
             records: None,
             diverging_epoch: None,
+            aborted_transactions: None,
         }
     }
 }
@@ -177,6 +181,7 @@ impl DelayedFetch {
         let bound = match self.params.bound {
             ReadBound::LogEnd => "log end",
             ReadBound::HighWatermark => "high watermark",
+            ReadBound::LastStable => "last stable offset",
         };
         let offsets: Vec<String> = self
             .partitions

@@ -14,8 +14,10 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, ResponseKind, TopicName};
 use kafka_protocol::ResponseError;
 use replog::ReadBound;
 use tokio::sync::oneshot;
@@ -45,8 +47,12 @@ pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: FetchRequest)
         max_wait_ms: req.max_wait_ms.max(0) as u64,
         min_bytes: req.min_bytes.max(0) as usize,
         max_bytes: response_max_bytes(rm, &req),
+        // A follower reads to the log end; a consumer to the high watermark, or with
+        // `read_committed` (isolation level 1) to the last stable offset.
         bound: if replica_id >= 0 {
             ReadBound::LogEnd
+        } else if req.isolation_level == 1 {
+            ReadBound::LastStable
         } else {
             ReadBound::HighWatermark
         },
@@ -110,6 +116,16 @@ fn build_response(
                         .with_high_watermark(offset(data.high_watermark))
                         .with_last_stable_offset(offset(data.last_stable_offset))
                         .with_log_start_offset(offset(data.log_start_offset))
+                        .with_aborted_transactions(data.aborted_transactions.map(|aborted| {
+                            aborted
+                                .iter()
+                                .map(|a| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(a.producer_id))
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect()
+                        }))
                         .with_preferred_read_replica((-1).into())
                         // Never a null record set: Kafka sends an empty one with an error,
                         // and librdkafka takes null (size -1) in a flexible Fetch for a

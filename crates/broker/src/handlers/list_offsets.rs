@@ -46,9 +46,11 @@ pub fn handle(
     }
     let duplicated =
         |topic: &str, partition: i32| asked.get(&(topic, partition)).is_some_and(|&n| n > 1);
-    // read_committed would bound a consumer at the last stable offset, which is the high
-    // watermark here (no transactions).
-    let bound = if req.replica_id.0 == CONSUMER_REPLICA_ID {
+    // A consumer sees up to the high watermark, or with read_committed (isolation level
+    // 1) up to the last stable offset.
+    let bound = if req.replica_id.0 == CONSUMER_REPLICA_ID && req.isolation_level == 1 {
+        ReadBound::LastStable
+    } else if req.replica_id.0 == CONSUMER_REPLICA_ID {
         ReadBound::HighWatermark
     } else {
         ReadBound::LogEnd

@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use replog::ReadError;
+use replog::{ReadBound, ReadError};
 
 use super::ReplicaManager;
 use crate::delayed::{
@@ -249,6 +249,7 @@ pub fn read_from_local_log(
                         log_start_offset: log.log_start_offset(),
                         records: Some(Bytes::new()),
                         diverging_epoch: p.diverging_epoch,
+                        aborted_transactions: None,
                     }
                 }
                 (Some(handle), None) if !handle.is_deleted() && !handle.lock().is_leader() => {
@@ -269,6 +270,8 @@ pub fn read_from_local_log(
                                 first = false;
                             }
                             remaining = remaining.saturating_sub(records.len());
+                            let aborted_transactions = (params.bound == ReadBound::LastStable)
+                                .then(|| aborted_in(&log, p.fetch_offset, &records));
                             FetchPartitionData {
                                 error: None,
                                 high_watermark: log.high_watermark(),
@@ -276,6 +279,7 @@ pub fn read_from_local_log(
                                 log_start_offset: log.log_start_offset(),
                                 records: Some(records),
                                 diverging_epoch: None,
+                                aborted_transactions,
                             }
                         }
                         Err(e @ ReadError::OffsetOutOfRange { .. }) => FetchPartitionData {
@@ -285,6 +289,7 @@ pub fn read_from_local_log(
                             log_start_offset: log.log_start_offset(),
                             records: None,
                             diverging_epoch: None,
+                            aborted_transactions: None,
                         },
                     }
                 }
@@ -293,6 +298,19 @@ pub fn read_from_local_log(
             (p.tp.clone(), data)
         })
         .collect()
+}
+
+/// The aborted transactions `records`, read from `fetch_offset`, overlap: up to the
+/// offset after its last batch (none if it holds none).
+fn aborted_in(
+    log: &replog::Partition,
+    fetch_offset: i64,
+    records: &[u8],
+) -> Vec<replog::AbortedTxn> {
+    match replog::batch::batch_headers(records).last() {
+        Some(last) => log.aborted_transactions(fetch_offset, last.next_offset()),
+        None => Vec::new(),
+    }
 }
 
 /// What the request log keeps of one partition of a fetch.

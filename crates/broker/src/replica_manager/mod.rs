@@ -44,6 +44,7 @@ mod delete_records;
 #[cfg(test)]
 mod delete_records_tests;
 pub(crate) mod fetch;
+mod markers;
 mod roles;
 pub use delete_records::MAX_DELETE_RECORDS_TIMEOUT_MS;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
@@ -395,6 +396,7 @@ impl ReplicaManager {
         let found = match timestamp {
             list_offsets::LATEST => Some(match bound {
                 ReadBound::HighWatermark => (log.high_watermark(), -1),
+                ReadBound::LastStable => (log.last_stable_offset(), -1),
                 ReadBound::LogEnd => (log.log_end_offset(), -1),
             }),
             list_offsets::EARLIEST => Some((log.log_start_offset(), -1)),

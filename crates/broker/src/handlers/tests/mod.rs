@@ -15,7 +15,8 @@
 //!   and produces;
 //! - `hostile`: structurally valid group requests, and CreatePartitions, OffsetDelete and
 //!   DescribeLogDirs, with hostile values, at every version;
-//! - `hostile_configs`: the same for the three config APIs.
+//! - `hostile_configs`: the same for the three config APIs;
+//! - `read_committed`: what a read_committed Fetch and ListOffsets see of transactions.
 
 mod admin;
 mod configs;
@@ -28,6 +29,7 @@ mod hostile_configs;
 mod log_dirs;
 mod offset_delete;
 mod partitions;
+mod read_committed;
 mod readme;
 
 use std::net::SocketAddr;
