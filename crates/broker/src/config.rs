@@ -141,6 +141,18 @@ pub struct BrokerConfig {
     /// How long an offset commit or a group metadata write waits for replication (acks=-1).
     #[serde(rename = "offsets.commit.timeout.ms")]
     pub offsets_commit_timeout_ms: i32,
+    /// The longest `transaction.timeout.ms` a transactional producer may ask for
+    /// (INVALID_TRANSACTION_TIMEOUT past it).
+    #[serde(rename = "transaction.max.timeout.ms")]
+    pub transaction_max_timeout_ms: i32,
+    /// How often the transaction coordinator looks for transactions past their timeout,
+    /// to abort them.
+    #[serde(rename = "transaction.abort.timed.out.transaction.cleanup.interval.ms")]
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i32,
+    /// Ours, not Kafka's: broker-wide cap on transactional ids, so transaction state
+    /// cannot exhaust memory.
+    #[serde(rename = "transaction.coordinator.max.transactional.ids")]
+    pub transaction_coordinator_max_transactional_ids: usize,
     /// Longest metadata string an offset commit may carry (OFFSET_METADATA_TOO_LARGE).
     #[serde(rename = "offset.metadata.max.bytes")]
     pub offset_metadata_max_bytes: usize,
@@ -192,6 +204,9 @@ impl Default for BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             offsets_commit_timeout_ms: 5_000,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            transaction_coordinator_max_transactional_ids: 100_000,
             offset_metadata_max_bytes: 4096,
             group_coordinator_max_groups: 10_000,
             group_coordinator_max_members: 100_000,
@@ -256,6 +271,11 @@ impl BrokerConfig {
         }
         if self.group_initial_rebalance_delay_ms < 0 || self.offsets_commit_timeout_ms < 0 {
             bail!("group.initial.rebalance.delay.ms and offsets.commit.timeout.ms must be >= 0");
+        }
+        if self.transaction_max_timeout_ms < 1
+            || self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1
+        {
+            bail!("transaction.max.timeout.ms and transaction.abort.timed.out.transaction.cleanup.interval.ms must be >= 1");
         }
         if self.group_max_size < 1 {
             bail!("group.max.size must be >= 1");

@@ -53,6 +53,7 @@ pub mod telemetry;
 pub mod test_util;
 pub mod testing;
 pub mod topics;
+pub mod txn;
 
 pub use config::BrokerConfig;
 pub use server::Broker;

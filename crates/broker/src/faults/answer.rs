@@ -20,19 +20,20 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    alter_configs_response, create_partitions_response, create_topics_response,
-    delete_groups_response, delete_records_response, delete_topics_response,
-    describe_configs_response, describe_groups_response, fetch_response, find_coordinator_response,
-    incremental_alter_configs_response, list_offsets_response, offset_commit_response,
-    offset_fetch_response, offset_for_leader_epoch_response, produce_response,
-    AlterConfigsResponse, ApiVersionsResponse, BrokerId, CreatePartitionsResponse,
-    CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
-    DescribeConfigsResponse, DescribeGroupsResponse, DescribeLogDirsResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, RequestKind, ResponseKind,
-    SyncGroupResponse, TopicName,
+    add_partitions_to_txn_response, alter_configs_response, create_partitions_response,
+    create_topics_response, delete_groups_response, delete_records_response,
+    delete_topics_response, describe_configs_response, describe_groups_response, fetch_response,
+    find_coordinator_response, incremental_alter_configs_response, list_offsets_response,
+    offset_commit_response, offset_fetch_response, offset_for_leader_epoch_response,
+    produce_response, txn_offset_commit_response, AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse, AlterConfigsResponse, ApiVersionsResponse, BrokerId,
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
+    DeleteTopicsResponse, DescribeConfigsResponse, DescribeGroupsResponse, DescribeLogDirsResponse,
+    EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, RequestKind,
+    ResponseKind, SyncGroupResponse, TopicName, TxnOffsetCommitResponse,
 };
 
 use super::rule::Match;
@@ -587,6 +588,54 @@ fn whole(request: RequestKind, version: i16, code: i16) -> ResponseKind {
         RequestKind::DescribeLogDirs(_) => {
             ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
         }
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(
+                r.v3_and_below_topics
+                    .into_iter()
+                    .map(|t| {
+                        add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                            .with_name(t.name)
+                            .with_results_by_partition(
+                                t.partitions
+                                    .into_iter()
+                                    .map(|p| {
+                                        add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                                            .with_partition_index(p)
+                                            .with_partition_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::AddOffsetsToTxn(_) => {
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+        }
+        RequestKind::EndTxn(_) => {
+            ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(code))
+        }
+        RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(
+            TxnOffsetCommitResponse::default().with_topics(
+                r.topics
+                    .into_iter()
+                    .map(|t| {
+                        txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(
+                                t.partitions
+                                    .into_iter()
+                                    .map(|p| {
+                                        txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
         // Every API this broker serves is answered above or in `plan`; SUPPORTED_APIS keeps
         // the decoder from handing over any other.
         _ => ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code)),

@@ -123,6 +123,18 @@ impl<'a> RequestFacts<'a> {
                     self.topic(&t.topic.0, t.partitions.iter().copied());
                 }
             }
+            RequestKind::AddPartitionsToTxn(r) => {
+                for t in &r.v3_and_below_topics {
+                    self.topic(&t.name.0, t.partitions.iter().copied());
+                }
+            }
+            RequestKind::AddOffsetsToTxn(r) => self.groups.push(&r.group_id.0),
+            RequestKind::TxnOffsetCommit(r) => {
+                self.groups.push(&r.group_id.0);
+                for t in &r.topics {
+                    self.topic(&t.name.0, t.partitions.iter().map(|p| p.partition_index));
+                }
+            }
             RequestKind::OffsetCommit(r) => {
                 self.groups.push(&r.group_id.0);
                 for t in &r.topics {

@@ -5,8 +5,9 @@
 //! while its offsets topic is missing.
 //!
 //! v0-3 ask for one key; v4+ (KIP-699) for a batch of `coordinator_keys`, answered one
-//! entry each. Key type 0 is a group; 1 (a transactional id) gets COORDINATOR_NOT_AVAILABLE,
-//! since this broker has no transaction coordinator; anything else is INVALID_REQUEST.
+//! entry each. Key type 0 is a group; 1 is a transactional id, whose coordinator is this
+//! broker (with several brokers, COORDINATOR_NOT_AVAILABLE for now: markers on partitions
+//! another broker leads are not written yet); anything else is INVALID_REQUEST.
 
 use std::sync::Arc;
 
@@ -60,10 +61,14 @@ pub fn handle(
             GROUP => coordinator
                 .find_coordinator()
                 .map_err(|why| (ResponseError::CoordinatorNotAvailable, why)),
-            TRANSACTION => Err((
+            // The transaction coordinator is this broker's; with several brokers it
+            // cannot yet write markers on partitions another broker leads.
+            TRANSACTION if rm.cluster().is_some() => Err((
                 ResponseError::CoordinatorNotAvailable,
-                "this broker has no transaction coordinator".into(),
+                "transactions are served by a single broker (serve without --brokers) for now"
+                    .into(),
             )),
+            TRANSACTION => Ok(()),
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("unknown coordinator key type {other}"),

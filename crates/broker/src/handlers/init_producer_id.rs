@@ -4,9 +4,10 @@
 //! batch carries (producer id, epoch, base sequence). The partition log remembers the last
 //! five batches per producer, so a retried batch is acknowledged with its original offset
 //! instead of being written twice. KIP-360 (v3+): a producer that hit an error may present
-//! its current id and epoch and get the epoch bumped. Transactions are not supported: a
-//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and an empty
-//! one (`""`, not null) with INVALID_REQUEST, as Kafka's coordinator answers it.
+//! its current id and epoch and get the epoch bumped. With a `transactional.id` the
+//! transaction coordinator answers ([`TransactionCoordinator::init_producer_id`]): the
+//! id keeps its producer id and gets the next epoch, fencing the instance before it. An
+//! empty id (`""`, not null) is INVALID_REQUEST, as Kafka's coordinator answers it.
 
 use std::sync::Arc;
 
@@ -17,10 +18,12 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::replica_manager::ReplicaManager;
+use crate::txn::TransactionCoordinator;
 
 /// Handles an InitProducerId request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
+    txn: &Arc<TransactionCoordinator>,
     ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> ResponseKind {
@@ -38,7 +41,17 @@ pub fn handle(
         // Kafka's transaction coordinator refuses an empty (not null) transactional id as
         // a malformed request before anything else.
         Some("") => return refused(ResponseError::InvalidRequest),
-        Some(_) => return refused(ResponseError::TransactionalIdAuthorizationFailed),
+        Some(id) => {
+            let allocate = || rm.producer_ids.allocate().0;
+            return match txn.init_producer_id(ctx, id, req.transaction_timeout_ms, allocate) {
+                Ok((producer_id, epoch)) => ResponseKind::InitProducerId(
+                    response
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_producer_epoch(epoch),
+                ),
+                Err(e) => refused(e),
+            };
+        }
     }
     let result = if ctx.api_version >= 3 && req.producer_id.0 >= 0 {
         rm.producer_ids

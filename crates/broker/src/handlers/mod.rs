@@ -16,6 +16,8 @@ use tokio::sync::oneshot;
 use crate::apis::KafkaApis;
 pub use crate::request::RequestContext;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod config_resource;
@@ -27,6 +29,7 @@ pub mod delete_topics;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -43,6 +46,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 #[cfg(test)]
 mod tests;
@@ -108,6 +112,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
@@ -148,10 +156,25 @@ impl KafkaApis {
         match request {
             RequestKind::ApiVersions(r) => Reply::now(api_versions::handle(ctx, r)),
             RequestKind::Metadata(r) => Reply::now(metadata::handle(rm, ctx, r)),
-            RequestKind::Produce(r) => produce::handle(rm, ctx, r),
+            RequestKind::Produce(r) => produce::handle(rm, &self.txn_coordinator, ctx, r),
             RequestKind::Fetch(r) => fetch::handle(rm, ctx, r),
             RequestKind::ListOffsets(r) => Reply::now(list_offsets::handle(rm, ctx, r)),
-            RequestKind::InitProducerId(r) => Reply::now(init_producer_id::handle(rm, ctx, r)),
+            RequestKind::InitProducerId(r) => {
+                Reply::now(init_producer_id::handle(rm, &self.txn_coordinator, ctx, r))
+            }
+            RequestKind::AddPartitionsToTxn(r) => Reply::now(add_partitions_to_txn::handle(
+                rm,
+                &self.txn_coordinator,
+                ctx,
+                r,
+            )),
+            RequestKind::AddOffsetsToTxn(r) => {
+                Reply::now(add_offsets_to_txn::handle(&self.txn_coordinator, ctx, r))
+            }
+            RequestKind::TxnOffsetCommit(r) => {
+                Reply::now(txn_offset_commit::handle(&self.txn_coordinator, ctx, r))
+            }
+            RequestKind::EndTxn(r) => end_txn::handle(&self.txn_coordinator, ctx, r),
             RequestKind::OffsetForLeaderEpoch(r) => {
                 Reply::now(offset_for_leader_epoch::handle(rm, ctx, r))
             }

@@ -3,7 +3,9 @@
 //!
 //! What this handler checks itself is what Kafka's `KafkaApis` checks before the replica
 //! manager sees a request:
-//! - transactions are not supported: TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+//! - a transactional batch goes only to a partition its transaction holds (Kafka's
+//!   KIP-890 verification, asked of the transaction coordinator): INVALID_TXN_STATE
+//!   otherwise, PRODUCER_FENCED from an epoch a newer instance replaced;
 //! - Produce v3+ carries exactly one record batch per partition (a retried idempotent
 //!   batch is only recognisable alone), of magic 2: anything else is INVALID_RECORD for
 //!   that partition, which is not appended;
@@ -27,6 +29,7 @@ use super::{sb, Reply, RequestContext};
 use crate::delayed::ProducePartitionResult;
 use crate::partition::TopicPartition;
 use crate::replica_manager::{AppendOrigin, ReplicaManager};
+use crate::txn::TransactionCoordinator;
 
 /// Kafka's compression codec id for zstd, allowed from Produce v7 on.
 const ZSTD: i16 = 4;
@@ -36,28 +39,27 @@ const ZSTD: i16 = 4;
 type Answer = Vec<(TopicName, Vec<(i32, Option<ProducePartitionResult>)>)>;
 
 /// Handles a Produce request.
-pub fn handle(rm: &Arc<ReplicaManager>, ctx: &RequestContext, req: ProduceRequest) -> Reply {
+pub fn handle(
+    rm: &Arc<ReplicaManager>,
+    txn: &TransactionCoordinator,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Reply {
     let acks = req.acks;
-    let transactional = req.transactional_id.is_some();
     let mut answer: Answer = Vec::with_capacity(req.topic_data.len());
     let mut entries = Vec::new();
     for topic in req.topic_data {
         let name: Arc<str> = Arc::from(topic.name.0.as_str());
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            let refused = if transactional {
-                Some(ProducePartitionResult::error(
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not supported by this broker".to_string(),
-                ))
-            } else {
-                check_records(data.records.as_ref(), ctx.api_version).err()
+            let tp = TopicPartition {
+                topic: name.clone(),
+                partition: data.index,
             };
+            let refused = check_records(data.records.as_ref(), ctx.api_version)
+                .and_then(|()| check_transaction(txn, data.records.as_ref(), &tp))
+                .err();
             if refused.is_none() {
-                let tp = TopicPartition {
-                    topic: name.clone(),
-                    partition: data.index,
-                };
                 entries.push((tp, data.records.unwrap_or_default()));
             }
             partitions.push((data.index, refused));
@@ -115,6 +117,30 @@ fn check_records(records: Option<&Bytes>, api_version: i16) -> Result<(), Produc
         ));
     }
     Ok(())
+}
+
+/// A transactional batch must belong to an open transaction that holds `tp`.
+fn check_transaction(
+    txn: &TransactionCoordinator,
+    records: Option<&Bytes>,
+    tp: &TopicPartition,
+) -> Result<(), ProducePartitionResult> {
+    let Some(header) = records.and_then(|r| replog::batch::batch_headers(r).next()) else {
+        return Ok(());
+    };
+    if !header.is_transactional() {
+        return Ok(());
+    }
+    txn.verify(header.producer_id, header.producer_epoch, tp)
+        .map_err(|error| {
+            ProducePartitionResult::error(
+                error,
+                format!(
+                    "producer {} epoch {} has no open transaction holding {tp}: add the partition to the transaction first",
+                    header.producer_id, header.producer_epoch
+                ),
+            )
+        })
 }
 
 /// `acks=0`: append, send nothing back, and close the connection if anything failed.

@@ -20,6 +20,10 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::Fetch, fetch),
     (ApiKey::ListOffsets, list_offsets),
     (ApiKey::InitProducerId, init_producer_id),
+    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn),
+    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn),
+    (ApiKey::EndTxn, end_txn),
+    (ApiKey::TxnOffsetCommit, txn_offset_commit),
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch),
     (ApiKey::CreateTopics, create_topics),
     (ApiKey::DeleteTopics, delete_topics),
@@ -220,6 +224,57 @@ fn init_producer_id(_v: i16) -> Vec<RequestKind> {
                 .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx")))),
         ),
     ]
+}
+
+fn transactional_id(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_string()))
+}
+
+// The transaction APIs of an id that never called InitProducerId (the "tx" above has,
+// with the default timeout, which is refused), and of unknown partitions.
+fn add_partitions_to_txn(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::AddPartitionsToTxn(
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(transactional_id("nobody"))
+            .with_v3_and_below_producer_id(ProducerId(5))
+            .with_v3_and_below_topics(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![0, 9]),
+            ]),
+    )]
+}
+
+fn add_offsets_to_txn(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::AddOffsetsToTxn(
+        AddOffsetsToTxnRequest::default()
+            .with_transactional_id(transactional_id("nobody"))
+            .with_group_id(GroupId(StrBytes::from_static_str("g"))),
+    )]
+}
+
+fn end_txn(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::EndTxn(
+        EndTxnRequest::default()
+            .with_transactional_id(transactional_id("nobody"))
+            .with_committed(true),
+    )]
+}
+
+fn txn_offset_commit(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::TxnOffsetCommit(
+        TxnOffsetCommitRequest::default()
+            .with_transactional_id(transactional_id("nobody"))
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(vec![
+                txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                            .with_committed_offset(3),
+                    ]),
+            ]),
+    )]
 }
 
 fn offset_for_leader_epoch(_v: i16) -> Vec<RequestKind> {

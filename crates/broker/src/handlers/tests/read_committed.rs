@@ -1,16 +1,80 @@
 //! What a `read_committed` consumer sees of transactions: nothing past the last stable
 //! offset while a transaction is open, the aborted transactions it must drop, ListOffsets
 //! answering from the LSO, and a parked fetch that wakes when a marker moves the LSO.
-//! Markers are written as the transaction coordinator writes them
-//! ([`ReplicaManager::append_txn_marker`]).
+//! Every transaction goes through the coordinator's APIs, as a client's would:
+//! InitProducerId, AddPartitionsToTxn, the produce, EndTxn.
 
 use replog::batch::{batch_headers, ATTR_TRANSACTIONAL};
-use replog::ControlType;
 
 use super::*;
-use crate::partition::TopicPartition;
 
-const PRODUCER: i64 = 4242;
+/// A transactional producer as the coordinator knows it.
+struct Producer {
+    id: &'static str,
+    producer_id: i64,
+    epoch: i16,
+    sequence: i32,
+}
+
+/// InitProducerId for `id`, with a 60 s transaction timeout.
+fn init(apis: &KafkaApis, id: &'static str) -> Producer {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(id))))
+        .with_transaction_timeout_ms(60_000);
+    let ResponseKind::InitProducerId(answer) = ask(apis, 4, RequestKind::InitProducerId(request))
+    else {
+        panic!("not an InitProducerId response");
+    };
+    assert_eq!(answer.error_code, 0);
+    Producer {
+        id,
+        producer_id: answer.producer_id.0,
+        epoch: answer.producer_epoch,
+        sequence: 0,
+    }
+}
+
+/// AddPartitionsToTxn for partition 0 of `topic`; its error code.
+fn add(apis: &KafkaApis, p: &Producer, topic: &str) -> i16 {
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_v3_and_below_producer_id(ProducerId(p.producer_id))
+        .with_v3_and_below_producer_epoch(p.epoch)
+        .with_v3_and_below_topics(vec![
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![0]),
+        ]);
+    let ResponseKind::AddPartitionsToTxn(answer) =
+        ask(apis, 3, RequestKind::AddPartitionsToTxn(request))
+    else {
+        panic!("not an AddPartitionsToTxn response");
+    };
+    answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// `count` records of `p`'s transaction, its sequence moved on.
+fn transactional(p: &mut Producer, count: usize) -> Bytes {
+    let batch = BatchBuilder::new(count)
+        .producer(p.producer_id, p.epoch, p.sequence)
+        .attributes(ATTR_TRANSACTIONAL)
+        .bytes();
+    p.sequence += count as i32;
+    batch
+}
+
+/// EndTxn, answered at once (one replica: each marker is replicated as it lands).
+fn end(apis: &KafkaApis, p: &Producer, commit: bool) -> i16 {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_committed(commit);
+    let ResponseKind::EndTxn(answer) = ask(apis, 3, RequestKind::EndTxn(request)) else {
+        panic!("not an EndTxn response");
+    };
+    answer.error_code
+}
 
 /// Creates `topic`, one partition, one replica: its HW follows each append.
 fn topic(apis: &KafkaApis, topic: &str) {
@@ -39,13 +103,6 @@ fn produce(apis: &KafkaApis, topic: &str, records: Bytes) -> i16 {
         panic!("not a Produce response");
     };
     produced.responses[0].partition_responses[0].error_code
-}
-
-fn transactional(count: usize, sequence: i32) -> Bytes {
-    BatchBuilder::new(count)
-        .producer(PRODUCER, 0, sequence)
-        .attributes(ATTR_TRANSACTIONAL)
-        .bytes()
 }
 
 fn fetch(topic: &str, isolation_level: i8, max_wait_ms: i32) -> RequestKind {
@@ -111,18 +168,20 @@ fn latest(apis: &KafkaApis, topic: &str, isolation_level: i8) -> i64 {
     answer.topics[0].partitions[0].offset
 }
 
-fn marker(apis: &KafkaApis, topic: &str, control: ControlType) {
-    apis.replica_manager
-        .append_txn_marker(&TopicPartition::new(topic, 0), PRODUCER, 0, 0, control)
-        .expect("the marker is appended");
-}
-
 #[test]
 fn an_open_transaction_hides_its_records_and_everything_after_from_read_committed() {
     let apis = manual_apis();
     topic(&apis, "txn");
+    let mut p = init(&apis, "t1");
     assert_eq!(produce(&apis, "txn", one_record_batch()), 0); // 0
-    assert_eq!(produce(&apis, "txn", transactional(2, 0)), 0); // 1..=2
+    let batch = transactional(&mut p, 2);
+    assert_eq!(
+        produce(&apis, "txn", batch.clone()),
+        ResponseError::InvalidTxnState.code(),
+        "a partition not added to the transaction refuses its batches"
+    );
+    assert_eq!(add(&apis, &p, "txn"), 0);
+    assert_eq!(produce(&apis, "txn", batch), 0); // 1..=2
     assert_eq!(produce(&apis, "txn", one_record_batch()), 0); // 3
     let uncommitted = fetched(&apis, "txn", 0);
     assert_eq!(offsets(&uncommitted), vec![0, 1, 3]);
@@ -140,7 +199,7 @@ fn an_open_transaction_hides_its_records_and_everything_after_from_read_committe
     assert_eq!(aborted(&committed), Some(vec![]));
     assert_eq!((latest(&apis, "txn", 0), latest(&apis, "txn", 1)), (4, 1));
 
-    marker(&apis, "txn", ControlType::Commit); // 4
+    assert_eq!(end(&apis, &p, true), 0); // the COMMIT marker at 4
     let committed = fetched(&apis, "txn", 1);
     assert_eq!(committed.last_stable_offset, 5);
     assert_eq!(offsets(&committed), vec![0, 1, 3, 4]);
@@ -152,27 +211,33 @@ fn an_open_transaction_hides_its_records_and_everything_after_from_read_committe
 fn an_aborted_transaction_is_listed_so_the_consumer_drops_its_records() {
     let apis = manual_apis();
     topic(&apis, "aborts");
-    assert_eq!(produce(&apis, "aborts", transactional(3, 0)), 0); // 0..=2
-    marker(&apis, "aborts", ControlType::Abort); // 3
+    let mut p = init(&apis, "t2");
+    assert_eq!(add(&apis, &p, "aborts"), 0);
+    let batch = transactional(&mut p, 3);
+    assert_eq!(produce(&apis, "aborts", batch), 0); // 0..=2
+    assert_eq!(end(&apis, &p, false), 0); // the ABORT marker at 3
     assert_eq!(produce(&apis, "aborts", one_record_batch()), 0); // 4
     let committed = fetched(&apis, "aborts", 1);
     assert_eq!(committed.last_stable_offset, 5);
     assert_eq!(offsets(&committed), vec![0, 3, 4]);
-    assert_eq!(aborted(&committed), Some(vec![(PRODUCER, 0)]));
+    assert_eq!(aborted(&committed), Some(vec![(p.producer_id, 0)]));
 }
 
 #[test]
 fn a_parked_read_committed_fetch_wakes_when_the_marker_moves_the_lso() {
     let apis = manual_apis();
     topic(&apis, "waits");
-    assert_eq!(produce(&apis, "waits", transactional(1, 0)), 0);
+    let mut p = init(&apis, "t3");
+    assert_eq!(add(&apis, &p, "waits"), 0);
+    let batch = transactional(&mut p, 1);
+    assert_eq!(produce(&apis, "waits", batch), 0);
     // Data is there, but not below the LSO: a read_committed fetch waits for it.
     let Reply::Later(mut reply) = apis.handle(&context("rc", 7, 12), fetch("waits", 1, 5000))
     else {
         panic!("a read_committed fetch with nothing stable answered at once");
     };
     assert!(reply.try_recv().is_err(), "still waiting");
-    marker(&apis, "waits", ControlType::Commit);
+    assert_eq!(end(&apis, &p, true), 0);
     let answer = partition_of(reply.try_recv().expect("the marker completed the fetch"));
     assert_eq!(answer.last_stable_offset, 2);
     assert_eq!(offsets(&answer), vec![0, 1]);

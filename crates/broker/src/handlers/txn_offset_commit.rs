@@ -1,0 +1,69 @@
+//! TxnOffsetCommit (API key 28, v0-3): a consumer group's offsets, committed inside a
+//! transaction (consume-transform-produce). The transaction coordinator holds them; they
+//! reach the group only when the transaction commits, and are dropped if it aborts.
+//! INVALID_TXN_STATE unless AddOffsetsToTxn added the group to the open transaction.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::RequestContext;
+use crate::txn::TransactionCoordinator;
+
+/// Handles a TxnOffsetCommit request.
+pub fn handle(
+    txn: &Arc<TransactionCoordinator>,
+    _ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+) -> ResponseKind {
+    let offsets = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    (t.name.0.to_string(), p.partition_index),
+                    (
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata
+                            .as_ref()
+                            .map_or_else(String::new, |m| m.to_string()),
+                    ),
+                )
+            })
+        })
+        .collect();
+    let outcome = txn.txn_offset_commit(
+        req.transactional_id.as_str(),
+        req.producer_id.0,
+        req.producer_epoch,
+        req.group_id.as_str(),
+        req.member_id.as_str(),
+        req.generation_id,
+        offsets,
+    );
+    let code = outcome.err().map_or(0, |e| e.code());
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
+}

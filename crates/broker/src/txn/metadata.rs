@@ -1,0 +1,208 @@
+//! One transactional id's state, and the moves the transaction APIs make on it (Kafka's
+//! `TransactionMetadata` and `TransactionState`). Pure: the coordinator
+//! ([`super::TransactionCoordinator`]) holds the lock, the clock and the side effects.
+//!
+//! ```text
+//!            AddPartitionsToTxn / AddOffsetsToTxn
+//!   Empty ───────────────────────────────────────► Ongoing ──EndTxn(commit)──► PrepareCommit ──markers replicated──► CompleteCommit
+//!     ▲                                               │  ╲                                                                  │
+//!     │                                               │   ╲─EndTxn(abort), or timeout──► PrepareAbort ──markers──► CompleteAbort
+//!     └────── InitProducerId (epoch + 1) ◄────────────┴──────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! A Complete state is where the next transaction starts from, as Empty is. While a
+//! Prepare state waits for its markers, every request but a retry of the same EndTxn is
+//! CONCURRENT_TRANSACTIONS: the client retries until the transaction is complete.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::ResponseError;
+
+use crate::partition::TopicPartition;
+
+/// Where a transactional id's current transaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnState {
+    /// No transaction yet for the current epoch.
+    Empty,
+    /// A transaction is open: partitions or offsets were added to it.
+    Ongoing,
+    /// EndTxn(commit) was accepted; the COMMIT markers are being written.
+    PrepareCommit,
+    /// EndTxn(abort), a timeout or a new producer instance is aborting it; the ABORT
+    /// markers are being written.
+    PrepareAbort,
+    /// The last transaction committed.
+    CompleteCommit,
+    /// The last transaction aborted.
+    CompleteAbort,
+}
+
+impl TxnState {
+    /// Whether a transaction is open or ending.
+    pub fn in_flight(self) -> bool {
+        matches!(
+            self,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        )
+    }
+
+    /// Kafka's name for it, as DescribeTransactions and the live view say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+        }
+    }
+}
+
+/// One partition's offset in a TxnOffsetCommit: ((topic, partition), (offset, leader
+/// epoch, metadata)).
+pub type TxnOffset = ((String, i32), (i64, i32, String));
+
+/// Offsets a transaction commits for a consumer group (TxnOffsetCommit): they take effect
+/// only when the transaction commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingOffsets {
+    /// The group's member id and generation, as the TxnOffsetCommit gave them.
+    pub member_id: String,
+    /// The generation, -1 for a commit outside any generation.
+    pub generation_id: i32,
+    /// (topic, partition) → (offset, leader epoch, metadata).
+    pub offsets: BTreeMap<(String, i32), (i64, i32, String)>,
+}
+
+/// One transactional id's state.
+#[derive(Debug, Clone)]
+pub struct TxnMetadata {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Its producer id.
+    pub producer_id: i64,
+    /// Its current epoch: an older one is fenced.
+    pub producer_epoch: i16,
+    /// `transaction.timeout.ms` as the producer gave it.
+    pub timeout_ms: u64,
+    /// Where it stands.
+    pub state: TxnState,
+    /// The partitions of the open transaction.
+    pub partitions: BTreeSet<TopicPartition>,
+    /// The groups whose offsets the transaction commits, with those offsets.
+    pub groups: BTreeMap<String, PendingOffsets>,
+    /// When the open transaction started (broker clock, ms).
+    pub started_ms: u64,
+    /// When its state last changed.
+    pub updated_ms: u64,
+}
+
+impl TxnMetadata {
+    /// A new transactional id at epoch 0, no transaction.
+    pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: u64, now_ms: u64) -> Self {
+        TxnMetadata {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch: 0,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            groups: BTreeMap::new(),
+            started_ms: now_ms,
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Checks that a request from (`producer_id`, `producer_epoch`) may act on this
+    /// transactional id: another producer id is INVALID_PRODUCER_ID_MAPPING, an older
+    /// epoch PRODUCER_FENCED (a newer instance took the id over).
+    pub fn check_producer(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), ResponseError> {
+        if producer_id != self.producer_id {
+            Err(ResponseError::InvalidProducerIdMapping)
+        } else if producer_epoch < self.producer_epoch {
+            Err(ResponseError::ProducerFenced)
+        } else if producer_epoch > self.producer_epoch {
+            Err(ResponseError::InvalidProducerEpoch)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The open transaction takes more partitions (AddPartitionsToTxn), or a group's
+    /// offsets (AddOffsetsToTxn, with no partition): from Empty or Complete, that opens a
+    /// new one. CONCURRENT_TRANSACTIONS while the last one is still ending.
+    pub fn add(&mut self, partitions: &[TopicPartition], now_ms: u64) -> Result<(), ResponseError> {
+        match self.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                return Err(ResponseError::ConcurrentTransactions)
+            }
+            TxnState::Ongoing => {}
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                self.state = TxnState::Ongoing;
+                self.partitions.clear();
+                self.groups.clear();
+                self.started_ms = now_ms;
+            }
+        }
+        self.partitions.extend(partitions.iter().cloned());
+        self.updated_ms = now_ms;
+        Ok(())
+    }
+
+    /// EndTxn: what it does from here. `Ok(true)` starts the markers (the state is now
+    /// PrepareCommit or PrepareAbort); `Ok(false)` is a retry of an EndTxn already done,
+    /// answered at once; the errors are Kafka's.
+    pub fn prepare_end(&mut self, commit: bool, now_ms: u64) -> Result<bool, ResponseError> {
+        match (self.state, commit) {
+            (TxnState::Ongoing, _) => {
+                self.state = if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                };
+                self.updated_ms = now_ms;
+                Ok(true)
+            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(false),
+            (TxnState::PrepareCommit | TxnState::PrepareAbort, _) => {
+                Err(ResponseError::ConcurrentTransactions)
+            }
+            _ => Err(ResponseError::InvalidTxnState),
+        }
+    }
+
+    /// The markers of the ending transaction are written: it is complete.
+    pub fn complete(&mut self, now_ms: u64) {
+        self.state = match self.state {
+            TxnState::PrepareCommit => TxnState::CompleteCommit,
+            TxnState::PrepareAbort => TxnState::CompleteAbort,
+            other => other,
+        };
+        self.partitions.clear();
+        self.groups.clear();
+        self.updated_ms = now_ms;
+    }
+
+    /// Whether the open transaction has outlived its timeout at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.state == TxnState::Ongoing && now_ms.saturating_sub(self.started_ms) > self.timeout_ms
+    }
+
+    /// Moves to the next epoch, fencing the current producer (a new instance's
+    /// InitProducerId, or a timeout). `None` when the epoch would overflow: the id then
+    /// needs a new producer id, at epoch 0.
+    pub fn bump_epoch(&mut self) -> Option<i16> {
+        let next = self
+            .producer_epoch
+            .checked_add(1)
+            .filter(|&e| e < i16::MAX)?;
+        self.producer_epoch = next;
+        Some(next)
+    }
+}

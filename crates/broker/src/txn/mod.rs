@@ -1,0 +1,502 @@
+//! The transaction coordinator: exactly-once writes across partitions (Kafka's
+//! `TransactionCoordinator`).
+//!
+//! A transactional producer names itself with a `transactional.id`. InitProducerId gives
+//! the id a producer id and a new epoch, which fences every older instance of the same
+//! id (a "zombie"), and aborts whatever transaction the old instance left open. Then, per
+//! transaction:
+//!
+//! 1. **AddPartitionsToTxn** before the first write to a partition, and **AddOffsetsToTxn**
+//!    before committing a consumer group's offsets in the transaction. The producer's
+//!    batches carry the transactional bit; the partitions hold them back from
+//!    `read_committed` readers (the last stable offset, [`replog::transactions`]).
+//! 2. **TxnOffsetCommit**: offsets held by the transaction, committed only with it.
+//! 3. **EndTxn**: commit or abort. The coordinator writes a COMMIT or ABORT marker into
+//!    every partition of the transaction ([`ReplicaManager::append_txn_marker`]) and
+//!    answers once every marker is replicated (a `DelayedProduce` of no records, in the
+//!    produce purgatory, named `end-txn`). Then the group offsets take effect.
+//!
+//! A transaction open longer than its `transaction.timeout.ms` is aborted by the
+//! coordinator itself, with the epoch bumped so that the producer that left it is fenced;
+//! the check runs every `transaction.abort.timed.out.transaction.cleanup.interval.ms` on
+//! the broker's timer, so a manual clock drives it.
+//!
+//! Not here yet: the state is kept in memory, not in `__transaction_state`, and a marker
+//! for a partition led by another broker of a cluster is not written.
+
+pub mod metadata;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use replog::ControlType;
+use tracing::{info, warn};
+
+use crate::coordinator::GroupCoordinator;
+use crate::delayed::produce::ProducePartitionStatus;
+use crate::delayed::{DelayedProduce, OpMeta, ProducePartitionResult};
+use crate::partition::TopicPartition;
+use crate::replica_manager::ReplicaManager;
+use crate::request::RequestContext;
+pub use metadata::{PendingOffsets, TxnMetadata, TxnOffset, TxnState};
+
+/// Tracing target of the coordinator's decisions.
+pub const TRACE_TARGET: &str = "purgatory::txn";
+
+/// Where an EndTxn's answer goes.
+pub type EndTxnCallback = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
+
+/// How long an EndTxn waits for its markers to be replicated before the answer is
+/// REQUEST_TIMED_OUT (the transaction stays in its Prepare state; a retry finds it there).
+const MARKER_TIMEOUT_MS: u64 = 30_000;
+
+/// The transaction coordinator of one broker.
+pub struct TransactionCoordinator {
+    rm: Weak<ReplicaManager>,
+    groups: Weak<GroupCoordinator>,
+    txns: Mutex<HashMap<String, TxnMetadata>>,
+    max_timeout_ms: u64,
+    max_transactional_ids: usize,
+}
+
+impl TransactionCoordinator {
+    /// The coordinator over `rm` (markers) and `groups` (offsets committed with a
+    /// transaction), with its timeout check on `rm`'s timer.
+    pub fn new(rm: &Arc<ReplicaManager>, groups: &Arc<GroupCoordinator>) -> Arc<Self> {
+        let coordinator = Arc::new(TransactionCoordinator {
+            rm: Arc::downgrade(rm),
+            groups: Arc::downgrade(groups),
+            txns: Mutex::new(HashMap::new()),
+            max_timeout_ms: rm.config.transaction_max_timeout_ms.max(1) as u64,
+            max_transactional_ids: rm.config.transaction_coordinator_max_transactional_ids,
+        });
+        schedule_expiry(Arc::downgrade(&coordinator));
+        coordinator
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.rm.upgrade().map_or(0, |rm| rm.now_ms())
+    }
+
+    /// InitProducerId with a transactional id: the id's producer id and its next epoch.
+    /// A transaction the previous instance left open is aborted first (the answer is
+    /// CONCURRENT_TRANSACTIONS until its markers are written; the client retries).
+    pub fn init_producer_id(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        transactional_id: &str,
+        timeout_ms: i32,
+        allocate: impl Fn() -> i64,
+    ) -> Result<(i64, i16), ResponseError> {
+        let timeout_ms = match u64::try_from(timeout_ms) {
+            Ok(ms) if (1..=self.max_timeout_ms).contains(&ms) => ms,
+            _ => return Err(ResponseError::InvalidTransactionTimeout),
+        };
+        let now = self.now_ms();
+        let mut txns = self.txns.lock();
+        let is_new = !txns.contains_key(transactional_id);
+        if is_new && txns.len() >= self.max_transactional_ids {
+            warn!(target: TRACE_TARGET, limit = self.max_transactional_ids, "transactional id refused: transaction.coordinator.max.transactional.ids reached");
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        let meta = txns
+            .entry(transactional_id.to_string())
+            .or_insert_with(|| TxnMetadata::new(transactional_id, allocate(), timeout_ms, now));
+        match meta.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                return Err(ResponseError::ConcurrentTransactions)
+            }
+            TxnState::Ongoing => {
+                // The old instance's transaction: abort it under a new epoch.
+                meta.bump_epoch();
+                meta.prepare_end(false, now)?;
+                let ending = Ending::of(meta);
+                drop(txns);
+                info!(target: TRACE_TARGET, transactional_id, "aborting the transaction a previous producer left open");
+                self.write_markers(ctx, ending, Box::new(|_| {}));
+                return Err(ResponseError::ConcurrentTransactions);
+            }
+            _ => {}
+        }
+        meta.timeout_ms = timeout_ms;
+        // A new instance of a known id fences the one before it.
+        if !is_new && meta.bump_epoch().is_none() {
+            meta.producer_id = allocate();
+            meta.producer_epoch = 0;
+        }
+        meta.state = TxnState::Empty;
+        meta.updated_ms = now;
+        info!(target: TRACE_TARGET, transactional_id, producer_id = meta.producer_id, epoch = meta.producer_epoch, "producer initialised");
+        Ok((meta.producer_id, meta.producer_epoch))
+    }
+
+    /// AddPartitionsToTxn: `partitions` join the open transaction (opening one if none
+    /// is). Every partition answers the same error if the request as a whole is refused.
+    pub fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<(), ResponseError> {
+        let now = self.now_ms();
+        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+            meta.add(partitions, now)
+        })
+    }
+
+    /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`.
+    pub fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: &str,
+    ) -> Result<(), ResponseError> {
+        let now = self.now_ms();
+        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+            meta.add(&[], now)?;
+            meta.groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| PendingOffsets {
+                    member_id: String::new(),
+                    generation_id: -1,
+                    offsets: BTreeMap::new(),
+                });
+            Ok(())
+        })
+    }
+
+    /// TxnOffsetCommit: offsets of `group_id` held by the transaction until it ends.
+    /// INVALID_TXN_STATE if AddOffsetsToTxn did not add the group first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn txn_offset_commit(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: &str,
+        member_id: &str,
+        generation_id: i32,
+        offsets: Vec<TxnOffset>,
+    ) -> Result<(), ResponseError> {
+        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+            if meta.state != TxnState::Ongoing {
+                return Err(ResponseError::InvalidTxnState);
+            }
+            let pending = meta
+                .groups
+                .get_mut(group_id)
+                .ok_or(ResponseError::InvalidTxnState)?;
+            pending.member_id = member_id.to_string();
+            pending.generation_id = generation_id;
+            pending.offsets.extend(offsets);
+            Ok(())
+        })
+    }
+
+    /// Whether a transactional batch of (`producer_id`, `producer_epoch`) may go to
+    /// `tp`: its transaction must be open and hold the partition (Kafka's KIP-890
+    /// verification). INVALID_TXN_STATE otherwise; PRODUCER_FENCED for an old epoch.
+    pub fn verify(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: &TopicPartition,
+    ) -> Result<(), ResponseError> {
+        let txns = self.txns.lock();
+        let meta = txns
+            .values()
+            .find(|m| m.producer_id == producer_id)
+            .ok_or(ResponseError::InvalidTxnState)?;
+        if producer_epoch < meta.producer_epoch {
+            return Err(ResponseError::ProducerFenced);
+        }
+        if meta.state == TxnState::Ongoing && meta.partitions.contains(tp) {
+            Ok(())
+        } else {
+            Err(ResponseError::InvalidTxnState)
+        }
+    }
+
+    /// EndTxn: commit or abort the open transaction; `reply` is told once its markers
+    /// are replicated (at once for a retry of an EndTxn already done).
+    pub fn end_txn(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        reply: EndTxnCallback,
+    ) {
+        let now = self.now_ms();
+        let mut txns = self.txns.lock();
+        let Some(meta) = txns.get_mut(transactional_id) else {
+            drop(txns);
+            return reply(Err(ResponseError::InvalidProducerIdMapping));
+        };
+        if let Err(e) = meta.check_producer(producer_id, producer_epoch) {
+            drop(txns);
+            return reply(Err(e));
+        }
+        match meta.prepare_end(commit, now) {
+            Ok(true) => {
+                let ending = Ending::of(meta);
+                drop(txns);
+                self.write_markers(ctx, ending, reply);
+            }
+            Ok(false) => {
+                drop(txns);
+                reply(Ok(()));
+            }
+            Err(e) => {
+                drop(txns);
+                reply(Err(e));
+            }
+        }
+    }
+
+    /// Every transactional id, for the state API and the live view.
+    pub fn snapshot(&self) -> Vec<TxnMetadata> {
+        let mut all: Vec<TxnMetadata> = self.txns.lock().values().cloned().collect();
+        all.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        all
+    }
+
+    /// Runs `change` on the transaction of `transactional_id` after checking the
+    /// producer's id and epoch.
+    fn with_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        change: impl FnOnce(&mut TxnMetadata) -> Result<(), ResponseError>,
+    ) -> Result<(), ResponseError> {
+        let mut txns = self.txns.lock();
+        let meta = txns
+            .get_mut(transactional_id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        meta.check_producer(producer_id, producer_epoch)?;
+        change(meta)
+    }
+
+    /// Writes the markers of `ending` and, once the last is replicated, completes the
+    /// transaction (committing its group offsets if it commits) and tells `reply`.
+    fn write_markers(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        ending: Ending,
+        reply: EndTxnCallback,
+    ) {
+        let Some(rm) = self.rm.upgrade() else {
+            return reply(Err(ResponseError::CoordinatorNotAvailable));
+        };
+        let control = if ending.commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        };
+        let mut waits = Vec::new();
+        for tp in &ending.partitions {
+            match rm.append_txn_marker(tp, ending.producer_id, ending.producer_epoch, 0, control) {
+                Ok(appended) => waits.push((tp.clone(), appended.last_offset + 1)),
+                // A deleted partition needs no marker, as in Kafka.
+                Err(ResponseError::UnknownTopicOrPartition) => {}
+                Err(e) => {
+                    warn!(target: TRACE_TARGET, %tp, error = ?e, transactional_id = %ending.transactional_id, "transaction marker not written");
+                }
+            }
+        }
+        self.await_markers(ctx.clone(), Arc::new(ending), waits, Some(reply));
+    }
+
+    /// Waits, in the produce purgatory, until each partition's high watermark passes its
+    /// marker; then completes the transaction. Past [`MARKER_TIMEOUT_MS`] the EndTxn is
+    /// answered REQUEST_TIMED_OUT and the wait goes on (Kafka retries its markers until
+    /// they land): the transaction stays in its Prepare state meanwhile.
+    fn await_markers(
+        self: &Arc<Self>,
+        ctx: RequestContext,
+        ending: Arc<Ending>,
+        waits: Vec<(TopicPartition, i64)>,
+        reply: Option<EndTxnCallback>,
+    ) {
+        let Some(rm) = self.rm.upgrade() else {
+            if let Some(reply) = reply {
+                reply(Err(ResponseError::CoordinatorNotAvailable));
+            }
+            return;
+        };
+        let statuses: Vec<ProducePartitionStatus> = waits
+            .iter()
+            .filter_map(|(tp, required)| {
+                let handle = rm.partition(&tp.topic, tp.partition)?;
+                Some(ProducePartitionStatus {
+                    tp: tp.clone(),
+                    awaiting: Some((handle, *required)),
+                    result: ProducePartitionResult {
+                        error: None,
+                        message: None,
+                        base_offset: required - 1,
+                        log_start_offset: -1,
+                    },
+                })
+            })
+            .collect();
+        let meta = OpMeta::new(&ctx, "end-txn", &rm.timer, MARKER_TIMEOUT_MS);
+        let me = Arc::downgrade(self);
+        let done = move |results: Vec<(TopicPartition, ProducePartitionResult)>| {
+            let Some(me) = me.upgrade() else { return };
+            let timed_out = results
+                .iter()
+                .any(|(_, r)| r.error == Some(ResponseError::RequestTimedOut));
+            if timed_out {
+                if let Some(reply) = reply {
+                    reply(Err(ResponseError::RequestTimedOut));
+                }
+                warn!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, "transaction markers not replicated yet; still waiting");
+                return me.await_markers(ctx, ending, waits, None);
+            }
+            me.complete(&ctx, &ending);
+            if let Some(reply) = reply {
+                reply(Ok(()));
+            }
+        };
+        if statuses.is_empty() {
+            return done(Vec::new());
+        }
+        let op = DelayedProduce::new(meta, statuses, Box::new(move |results, _| done(results)));
+        let keys = op.keys();
+        op.log_created(&keys);
+        rm.produce_purgatory
+            .try_complete_else_watch(op, MARKER_TIMEOUT_MS, keys);
+    }
+
+    /// The markers of `ending` are replicated: the transaction is complete, and a
+    /// committed one's group offsets take effect.
+    fn complete(&self, ctx: &RequestContext, ending: &Ending) {
+        let now = self.now_ms();
+        let offsets = {
+            let mut txns = self.txns.lock();
+            let Some(meta) = txns.get_mut(&ending.transactional_id) else {
+                return;
+            };
+            let offsets = std::mem::take(&mut meta.groups);
+            meta.complete(now);
+            offsets
+        };
+        info!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, commit = ending.commit, partitions = ending.partitions.len(), "transaction complete");
+        if !ending.commit {
+            return;
+        }
+        let Some(groups) = self.groups.upgrade() else {
+            return;
+        };
+        for (group_id, pending) in offsets {
+            if pending.offsets.is_empty() {
+                continue;
+            }
+            let offsets = pending
+                .offsets
+                .into_iter()
+                .map(|((topic, partition), (offset, leader_epoch, metadata))| {
+                    (
+                        (Arc::<str>::from(topic.as_str()), partition),
+                        crate::coordinator::group::OffsetAndMetadata {
+                            offset,
+                            leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: crate::record_batch::wall_clock_ms(),
+                        },
+                    )
+                })
+                .collect();
+            let group = group_id.clone();
+            groups.handle_commit_offsets(
+                ctx,
+                &group_id,
+                &pending.member_id,
+                None,
+                pending.generation_id,
+                offsets,
+                Box::new(move |results| {
+                    for (key, error) in results {
+                        if let Some(error) = error {
+                            warn!(target: TRACE_TARGET, group = %group, topic = %key.0, partition = key.1, ?error, "a transaction's offset commit failed");
+                        }
+                    }
+                }),
+            );
+        }
+    }
+
+    /// Aborts every transaction past its timeout, with its epoch bumped.
+    fn abort_expired(self: &Arc<Self>) {
+        let now = self.now_ms();
+        let mut expired = Vec::new();
+        {
+            let mut txns = self.txns.lock();
+            for meta in txns.values_mut().filter(|m| m.expired(now)) {
+                if meta.bump_epoch().is_none() {
+                    continue;
+                }
+                if meta.prepare_end(false, now).is_ok() {
+                    info!(target: TRACE_TARGET, transactional_id = %meta.transactional_id, timeout_ms = meta.timeout_ms, epoch = meta.producer_epoch, "aborting a transaction past its transaction.timeout.ms");
+                    expired.push(Ending::of(meta));
+                }
+            }
+        }
+        let ctx = RequestContext::internal("transaction-coordinator");
+        for ending in expired {
+            self.write_markers(&ctx, ending, Box::new(|_| {}));
+        }
+    }
+}
+
+/// What the markers of an ending transaction need to know.
+struct Ending {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    partitions: Vec<TopicPartition>,
+}
+
+impl Ending {
+    fn of(meta: &TxnMetadata) -> Ending {
+        Ending {
+            transactional_id: meta.transactional_id.clone(),
+            producer_id: meta.producer_id,
+            producer_epoch: meta.producer_epoch,
+            commit: meta.state == TxnState::PrepareCommit,
+            partitions: meta.partitions.iter().cloned().collect(),
+        }
+    }
+}
+
+/// Runs the timeout check every `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+fn schedule_expiry(coordinator: Weak<TransactionCoordinator>) {
+    let Some(strong) = coordinator.upgrade() else {
+        return;
+    };
+    let Some(rm) = strong.rm.upgrade() else {
+        return;
+    };
+    let interval = i64::from(
+        rm.config
+            .transaction_abort_timed_out_transaction_cleanup_interval_ms
+            .max(1),
+    );
+    let timer = rm.timer.clone();
+    drop((strong, rm));
+    timer.schedule(interval, move || {
+        if let Some(strong) = coordinator.upgrade() {
+            strong.abort_expired();
+            drop(strong);
+            schedule_expiry(coordinator);
+        }
+    });
+}
