@@ -55,10 +55,10 @@ def launch(server, args, name):
 class Broker:
     """One broker and its two embedded followers, on ports the kernel picks."""
 
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), config=None):
         launch(self, [
             BINARY, "serve",
-            "--config", os.path.join(ROOT, "config", "broker.toml"),
+            "--config", config or os.path.join(ROOT, "config", "broker.toml"),
             "--listen", "127.0.0.1:0",
             *extra_args,
         ], "broker")

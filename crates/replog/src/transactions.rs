@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::batch::{
     BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL, MAGIC_V2, NO_SEQUENCE, RECORD_BATCH_HEADER_LEN,
@@ -71,7 +71,7 @@ pub struct AbortedTxn {
 }
 
 /// An open transaction on this partition, for the live view and the state API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenTxn {
     /// The producer writing it.
     pub producer_id: i64,

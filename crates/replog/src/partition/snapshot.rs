@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Partition, Role};
 use crate::leader_epoch::EpochEntry;
 use crate::replica::UNKNOWN_OFFSET;
+use crate::transactions::OpenTxn;
 
 /// One follower in a [`PartitionSnapshot`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +70,13 @@ pub struct PartitionSnapshot {
     pub log_end_offset: i64,
     /// Offset below which every record is on the whole ISR.
     pub high_watermark: i64,
+    /// Offset below which no transaction is undecided: what `read_committed` reads to.
+    /// Absent from older brokers' snapshots, read as unknown.
+    #[serde(default = "unknown_offset")]
+    pub last_stable_offset: i64,
+    /// The transactions open on the partition, oldest first.
+    #[serde(default)]
+    pub open_transactions: Vec<OpenTxn>,
     /// Bytes of stored batches.
     pub size_bytes: usize,
     /// Number of stored batches.
@@ -97,6 +105,8 @@ impl Partition {
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
+            open_transactions: self.open_transactions(),
             size_bytes: self.size_bytes,
             batch_count: self.batches.len(),
             producer_count: self.producers.len(),
