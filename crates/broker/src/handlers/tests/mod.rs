@@ -16,7 +16,8 @@
 //! - `hostile`: structurally valid group requests, and CreatePartitions, OffsetDelete and
 //!   DescribeLogDirs, with hostile values, at every version;
 //! - `hostile_configs`: the same for the three config APIs;
-//! - `read_committed`: what a read_committed Fetch and ListOffsets see of transactions.
+//! - `read_committed`: what a read_committed Fetch and ListOffsets see of transactions;
+//! - `hostile_txn`: the transaction APIs, and transactional produces, with hostile values.
 
 mod admin;
 mod configs;
@@ -26,6 +27,7 @@ mod fetch_edges;
 mod group_life;
 mod hostile;
 mod hostile_configs;
+mod hostile_txn;
 mod log_dirs;
 mod offset_delete;
 mod partitions;
