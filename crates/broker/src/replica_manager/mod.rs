@@ -374,7 +374,7 @@ impl ReplicaManager {
     /// ListOffsets: the offset for `timestamp` (or one of the special
     /// [`list_offsets`] timestamps) in a partition, as seen by a reader with `bound`:
     /// consumers see up to the high watermark (read_committed up to the last stable
-    /// offset, the same here: no transactions), and any other replica id — a follower, or
+    /// offset), and any other replica id — a follower, or
     /// Kafka's debugging replica -2 — the whole log, whatever isolation it asks for
     /// (Kafka's `fetchOffsetForTimestamp` with no isolation level). "Latest" is the
     /// bound's end; a timestamp that finds no record answers offset, timestamp and leader
