@@ -193,7 +193,7 @@ impl KafkaApis {
             RequestKind::Heartbeat(r) => heartbeat::handle(gc, ctx, r),
             RequestKind::LeaveGroup(r) => leave_group::handle(gc, ctx, r),
             RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
-            RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, ctx, r),
+            RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, &self.txn_coordinator, ctx, r),
             RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
             RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
             RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),

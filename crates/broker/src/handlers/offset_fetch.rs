@@ -2,7 +2,8 @@
 //! a commit only once it is replicated. v1 names the partitions; v2+ may ask for all
 //! (topics null) and has a top-level error; v5+ leader epochs; v7+ `require_stable`
 //! (answered once the commits before it are replicated: see [`handle`]); v8+ batches
-//! several groups in one request.
+//! several groups in one request. With `require_stable`, an offset a transaction still
+//! holds (TxnOffsetCommit, not yet committed or aborted) is UNSTABLE_OFFSET_COMMIT.
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use tokio::sync::oneshot;
 use super::{sb, Reply, RequestContext};
 use crate::coordinator::group::OffsetKey;
 use crate::coordinator::{FetchedOffset, GroupCoordinator};
+use crate::txn::TransactionCoordinator;
 
 /// One group's answer: per topic (in order), per partition, the offset found.
 type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
@@ -28,10 +30,16 @@ type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
 /// what the coordinator wrote to each group's partition is replicated, as Kafka 4.4's
 /// does; a group whose partition does not get there within `offsets.commit.timeout.ms`
 /// answers NOT_COORDINATOR.
-pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
+pub fn handle(
+    c: &Arc<GroupCoordinator>,
+    txn: &Arc<TransactionCoordinator>,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+) -> Reply {
     let v = ctx.api_version;
     if !(v >= 7 && req.require_stable) {
-        return Reply::now(ResponseKind::OffsetFetch(answer(c, v, &req, &[])));
+        let no_txn = |_: &str, _: &str, _: i32| false;
+        return Reply::now(ResponseKind::OffsetFetch(answer(c, &no_txn, v, &req, &[])));
     }
     let groups: Vec<String> = if v < 8 {
         vec![req.group_id.0.to_string()]
@@ -43,14 +51,20 @@ pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: OffsetFetchR
     };
     let (tx, rx) = oneshot::channel();
     let coordinator = c.clone();
+    let txn = txn.clone();
     c.after_pending_writes_of(
         ctx,
         "offset-fetch",
         &groups,
         Box::new(move |replicated| {
             let unstable: Vec<bool> = replicated.into_iter().map(|ok| !ok).collect();
+            // An offset a transaction still holds is UNSTABLE_OFFSET_COMMIT until it ends.
+            let pending = |group: &str, topic: &str, partition: i32| {
+                txn.holds_offset(group, topic, partition)
+            };
             let _ = tx.send(ResponseKind::OffsetFetch(answer(
                 &coordinator,
+                &pending,
                 v,
                 &req,
                 &unstable,
@@ -61,9 +75,11 @@ pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: OffsetFetchR
 }
 
 /// The answer from the coordinator's cache; `not_coordinator[i]` marks the i-th group
-/// (the only one before v8) whose partition's writes did not replicate in time.
+/// (the only one before v8) whose partition's writes did not replicate in time, and
+/// `pending(group, topic, partition)` an offset an open transaction holds.
 fn answer(
     c: &GroupCoordinator,
+    pending: &dyn Fn(&str, &str, i32) -> bool,
     v: i16,
     req: &OffsetFetchRequest,
     not_coordinator: &[bool],
@@ -81,7 +97,13 @@ fn answer(
         });
         group_by_topic(c.handle_fetch_offsets(group, keys))
     };
-    let partition_error = |o: &FetchedOffset| o.error.map_or(0, |e| e.code());
+    let partition_error = |group: &str, topic: &str, index: i32, o: &FetchedOffset| {
+        if pending(group, topic, index) {
+            ResponseError::UnstableOffsetCommit.code()
+        } else {
+            o.error.map_or(0, |e| e.code())
+        }
+    };
     if v < 8 {
         if refused(0)
             || c.manager
@@ -109,7 +131,12 @@ fn answer(
                                     .with_partition_index(index)
                                     .with_committed_offset(o.offset)
                                     .with_metadata(Some(sb(&o.metadata)))
-                                    .with_error_code(partition_error(&o));
+                                    .with_error_code(partition_error(
+                                        req.group_id.0.as_str(),
+                                        &name,
+                                        index,
+                                        &o,
+                                    ));
                                 if v >= 5 {
                                     p.committed_leader_epoch = o.leader_epoch;
                                 }
@@ -154,7 +181,12 @@ fn answer(
                                         .with_committed_offset(o.offset)
                                         .with_committed_leader_epoch(o.leader_epoch)
                                         .with_metadata(Some(sb(&o.metadata)))
-                                        .with_error_code(partition_error(&o))
+                                        .with_error_code(partition_error(
+                                            group.group_id.0.as_str(),
+                                            &name,
+                                            index,
+                                            &o,
+                                        ))
                                 })
                                 .collect(),
                         )

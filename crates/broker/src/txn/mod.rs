@@ -259,6 +259,19 @@ impl TransactionCoordinator {
         }
     }
 
+    /// Whether an open or ending transaction holds an offset of `group` for
+    /// (`topic`, `partition`): OffsetFetch with `require_stable` answers it
+    /// UNSTABLE_OFFSET_COMMIT meanwhile.
+    pub fn holds_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.txns.lock().values().any(|m| {
+            m.state.in_flight()
+                && m.groups
+                    .get(group)
+                    .is_some_and(|pending| pending.offsets.contains_key(&key))
+        })
+    }
+
     /// Every transactional id, for the state API and the live view.
     pub fn snapshot(&self) -> Vec<TxnMetadata> {
         let mut all: Vec<TxnMetadata> = self.txns.lock().values().cloned().collect();

@@ -242,3 +242,71 @@ fn a_parked_read_committed_fetch_wakes_when_the_marker_moves_the_lso() {
     assert_eq!(answer.last_stable_offset, 2);
     assert_eq!(offsets(&answer), vec![0, 1]);
 }
+
+/// OffsetFetch v8 of `group`'s partition 0 of `topic`, `require_stable` as given: its
+/// (error code, offset).
+fn fetch_offset(apis: &KafkaApis, group: &str, topic: &str, require_stable: bool) -> (i16, i64) {
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    let request = OffsetFetchRequest::default()
+        .with_require_stable(require_stable)
+        .with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(name(topic))
+                .with_partition_indexes(vec![0])]))]);
+    let ResponseKind::OffsetFetch(answer) = exchange(apis, 8, RequestKind::OffsetFetch(request))
+    else {
+        panic!("not an OffsetFetch response");
+    };
+    let p = &answer.groups[0].topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}
+
+#[test]
+fn offsets_sent_to_a_transaction_are_unstable_until_it_commits() {
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "source");
+    let p = init(&apis, "t4");
+    let add_offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_group_id(GroupId(StrBytes::from_static_str("ctp")));
+    let ResponseKind::AddOffsetsToTxn(added) =
+        ask(&apis, 3, RequestKind::AddOffsetsToTxn(add_offsets))
+    else {
+        panic!("not an AddOffsetsToTxn response");
+    };
+    assert_eq!(added.error_code, 0);
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_group_id(GroupId(StrBytes::from_static_str("ctp")))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(name("source"))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(42),
+                ]),
+        ]);
+    let ResponseKind::TxnOffsetCommit(held) = ask(&apis, 3, RequestKind::TxnOffsetCommit(commit))
+    else {
+        panic!("not a TxnOffsetCommit response");
+    };
+    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    let unstable = ResponseError::UnstableOffsetCommit.code();
+    assert_eq!(fetch_offset(&apis, "ctp", "source", true).0, unstable);
+    assert_eq!(
+        fetch_offset(&apis, "ctp", "source", false),
+        (0, -1),
+        "nothing committed yet"
+    );
+    assert_eq!(end(&apis, &p, true), 0);
+    assert_eq!(fetch_offset(&apis, "ctp", "source", true), (0, 42));
+}
