@@ -39,6 +39,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod topics;
+pub mod transactions;
 
 /// A scenario's body.
 pub type Run = for<'a> fn(&'a mut Target, &'a Ctx) -> BoxFuture<'a>;
@@ -87,6 +88,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(groups::scenarios());
     all.extend(offsets::scenarios());
     all.extend(clients::scenarios());
+    all.extend(transactions::scenarios());
     // The long ones last: they stop Kafka's followers past its 9 s broker session, and its
     // controller fences them and moves leaders, which the others need not see.
     all.sort_by_key(|s| !s.short);
@@ -233,7 +235,7 @@ pub struct Rec<'a> {
 
 /// A v2 batch of plain (non-idempotent) records.
 pub fn batch(records: &[Rec]) -> Bytes {
-    encode_batch(records, -1, -1, -1, Compression::None)
+    encode_batch(records, -1, -1, -1, Compression::None, false)
 }
 
 /// A v2 batch of `n` records `"{tag}-{i}"`, timestamped now.
@@ -274,6 +276,35 @@ fn numbered(
         epoch,
         base_sequence,
         Compression::None,
+        false,
+    )
+}
+
+/// A transactional v2 batch of `n` records valued `"{tag}-{i}"`, from the given producer.
+pub fn transactional(
+    tag: &str,
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+    n: usize,
+) -> Bytes {
+    let texts: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+    let now = now_ms();
+    let records: Vec<Rec> = texts
+        .iter()
+        .map(|v| Rec {
+            key: "k",
+            value: v,
+            timestamp: now,
+        })
+        .collect();
+    encode_batch(
+        &records,
+        producer_id,
+        epoch,
+        base_sequence,
+        Compression::None,
+        true,
     )
 }
 
@@ -283,12 +314,13 @@ fn encode_batch(
     epoch: i16,
     base_sequence: i32,
     compression: Compression,
+    transactional: bool,
 ) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
@@ -330,10 +362,19 @@ pub fn decode(records: &Option<Bytes>) -> Vec<String> {
         match RecordBatchDecoder::decode(&mut buf) {
             Ok(set) => {
                 for r in set.records {
-                    let value = r
-                        .value
-                        .map(|v| String::from_utf8_lossy(&v).into_owned())
-                        .unwrap_or_default();
+                    // A transaction marker shows what it says, not its bytes (its value
+                    // holds the coordinator's epoch, which differs between brokers).
+                    let value = if r.control {
+                        match r.key.as_deref() {
+                            Some([_, _, 0, 0, ..]) => "ABORT".to_owned(),
+                            Some([_, _, 0, 1, ..]) => "COMMIT".to_owned(),
+                            _ => "CONTROL".to_owned(),
+                        }
+                    } else {
+                        r.value
+                            .map(|v| String::from_utf8_lossy(&v).into_owned())
+                            .unwrap_or_default()
+                    };
                     out.push(format!("{}:{value}", r.offset));
                 }
             }
