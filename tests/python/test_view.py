@@ -369,3 +369,33 @@ def test_the_page_adds_a_fault_rule_counts_its_hits_marks_its_requests_and_remov
         f"document.querySelector('tr.fault-rule[data-rule=\"{rule['id']}\"] button').click()")
     wait_for("the rule removed", lambda: call(broker, "GET", "/api/faults") == [])
     wait_for("the panel says so", lambda: "no fault rules" in (text_of(browser, "#faults") or ""))
+
+
+def test_the_page_shows_an_open_transaction_holding_the_lso_below_the_hw(broker, browser):
+    """A transaction left open (confluent-kafka): the partition's bar gets an LSO mark below
+    the HW, its header says the LSO, and a line names the open transaction; the commit
+    takes them away."""
+    topic = "view-txn"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(10)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "view-txn-producer"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"held", partition=0)
+    assert p.flush(30) == 0
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(3):
+        plain.produce(topic, f"after-{i}".encode(), partition=0)
+    assert plain.flush(30) == 0
+    open_page(browser, broker)
+    tp = f"{topic}-0"
+    wait_for("the LSO on the page", lambda: text_of(browser, f'.partition[data-tp="{tp}"] .lso-value') == "0")
+    assert browser.execute_script(
+        "return !!document.querySelector(arguments[0])", f'.partition[data-tp="{tp}"] .logbar .lso')
+    line = text_of(browser, f'[data-open-txns="{tp}"]')
+    assert "since offset 0" in line and "read_committed consumers wait at the LSO" in line, line
+    shot(browser, "open-transaction.png")
+    p.commit_transaction(30)
+    wait_for("the open transaction to leave the page",
+             lambda: text_of(browser, f'[data-open-txns="{tp}"]') is None
+             and text_of(browser, f'.partition[data-tp="{tp}"] .lso-value') is None)

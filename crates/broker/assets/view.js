@@ -652,6 +652,11 @@ function renderGroups() {
       : h('div', { class: 'empty' }, 'no groups')]);
 }
 
+// Whether an undecided transaction holds the partition's last stable offset below its HW.
+function held(p) {
+  return p.last_stable_offset >= 0 && p.last_stable_offset < p.high_watermark;
+}
+
 function renderPartitions() {
   const parts = frame.state.partitions;
   show('partitions', parts.length ? parts.map((p) => {
@@ -663,6 +668,8 @@ function renderPartitions() {
       h('span', { class: 'replicated', style: `width:${pos(p.high_watermark)}` }),
       marks,
       h('span', { class: 'hw', style: `left:${pos(p.high_watermark)}` }),
+      // An open transaction holds read_committed readers at the LSO, below the HW.
+      held(p) ? h('span', { class: 'lso', style: `left:${pos(p.last_stable_offset)}`, title: `LSO ${p.last_stable_offset}: read_committed consumers read up to here` }) : null,
       // Near the end of the bar the HW's label would sit on the LEO's: one label says both.
       (p.high_watermark - start) / (end - start) < 0.7
         ? [h('span', { class: 'leo', style: `left:${pos(p.high_watermark)}` }, `HW ${p.high_watermark}`),
@@ -675,9 +682,13 @@ function renderPartitions() {
         h('td', { class: 'muted' }, f.last_fetch_time_ms === null ? 'never fetched' : `fetched @${n(f.last_fetch_time_ms)}`)))];
     return h('div', { key: tp, class: 'partition', 'data-tp': tp },
       h('div', null, h('b', null, tp), `  LEO ${n(p.log_end_offset)} · HW `, h('b', { class: 'hw-value' }, n(p.high_watermark)),
+        held(p) ? [' · LSO ', h('b', { class: 'lso-value' }, n(p.last_stable_offset))] : null,
         ` · ISR [${p.isr.join(', ')}] of [${p.replicas.join(', ')}] · min ISR ${p.effective_min_isr}`,
         p.replica_logs ? ` · leader ${p.leader < 0 ? 'none (offline)' : p.leader}, epoch ${p.leader_epoch}` : null),
       bar,
+      (p.open_transactions || []).length ? h('div', { class: 'txns', 'data-open-txns': tp }, 'open transactions: ',
+        p.open_transactions.map((t) => `producer ${t.producer_id} epoch ${t.producer_epoch} since offset ${n(t.first_offset)}`).join(' · '),
+        ' — read_committed consumers wait at the LSO until each ends') : null,
       // With several brokers: every replica's own log, where a truncation shows.
       p.replica_logs ? h('div', { class: 'muted', 'data-replica-logs': tp }, p.replica_logs.map((r) =>
         `broker ${r.broker}${r.alive ? '' : ' (dead)'}: ${r.leader ? 'leader' : 'follower'} epoch ${r.leader_epoch}, LEO ${n(r.log_end_offset)}, HW ${n(r.high_watermark)}`).join(' · ')) : null,
