@@ -258,6 +258,19 @@ fn numbered(
     epoch: i16,
     base_sequence: i32,
 ) -> Bytes {
+    numbered_batch(tag, first, n, producer_id, epoch, base_sequence, false)
+}
+
+/// [`numbered`], transactional or not.
+fn numbered_batch(
+    tag: &str,
+    first: i32,
+    n: usize,
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+) -> Bytes {
     let texts: Vec<String> = (0..n)
         .map(|i| format!("{tag}-{}", first + i as i32))
         .collect();
@@ -276,7 +289,7 @@ fn numbered(
         epoch,
         base_sequence,
         Compression::None,
-        false,
+        transactional,
     )
 }
 
@@ -288,24 +301,7 @@ pub fn transactional(
     base_sequence: i32,
     n: usize,
 ) -> Bytes {
-    let texts: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
-    let now = now_ms();
-    let records: Vec<Rec> = texts
-        .iter()
-        .map(|v| Rec {
-            key: "k",
-            value: v,
-            timestamp: now,
-        })
-        .collect();
-    encode_batch(
-        &records,
-        producer_id,
-        epoch,
-        base_sequence,
-        Compression::None,
-        true,
-    )
+    numbered_batch(tag, 0, n, producer_id, epoch, base_sequence, true)
 }
 
 fn encode_batch(

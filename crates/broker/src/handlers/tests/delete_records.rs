@@ -28,15 +28,7 @@ fn one_replica_topic(apis: &KafkaApis, topic: &str, partitions: i32) {
         .with_num_partitions(partitions)
         .with_replication_factor(1)]);
     ask(apis, 7, RequestKind::CreateTopics(create));
-    let produce = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(1000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(one_record_batch()))])]);
-    ask(apis, 9, RequestKind::Produce(produce));
+    produce_to(apis, topic, one_record_batch());
 }
 
 #[test]

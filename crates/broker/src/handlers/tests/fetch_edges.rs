@@ -41,18 +41,7 @@ fn three_replica_topic(apis: &KafkaApis, topic: &str, configs: &[(&str, &str)]) 
 
 /// Appends one single-record batch per call, acks=1.
 fn produce_one(apis: &KafkaApis, topic: &str) {
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(1000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(one_record_batch()))])]);
-    let ResponseKind::Produce(produced) = ask(apis, 9, RequestKind::Produce(request)) else {
-        panic!("not a Produce response");
-    };
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(produce_to(apis, topic, one_record_batch()), 0);
 }
 
 /// A Fetch of partition 0 of `topic` from `offset` that asks to wait up to 500 ms for a byte.

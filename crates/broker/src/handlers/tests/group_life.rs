@@ -10,17 +10,7 @@ fn a_whole_group_life_encodes_at_every_advertised_version() {
     // round-tripped through the codec at its version.
     let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     let text = |s: &str| StrBytes::from_string(s.to_string());
-    exchange(
-        &apis,
-        12,
-        RequestKind::Metadata(
-            MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(name("t")))
-                ])),
-        ),
-    );
+    auto_create(&apis, "t");
     for i in 0..=9i16 {
         let v = |api| clamp(api, i);
         let g = GroupId(text(&format!("life-{i}")));

@@ -238,17 +238,7 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
         c.group_coordinator_max_committed_offsets = 12;
     });
     let apis = KafkaApis::new(ReplicaManager::new(config));
-    exchange(
-        &apis,
-        12,
-        RequestKind::Metadata(
-            MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(name("t")))
-                ])),
-        ),
-    );
+    auto_create(&apis, "t");
     let c = apis.group_coordinator.clone();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6a0c);
     let mut seen: Vec<String> = Vec::new();
@@ -261,13 +251,8 @@ fn hostile_group_requests_at_every_version_neither_panic_nor_grow_without_bound(
                 let Some(request) = hostile_group_request(&mut rng, api, &seen) else {
                     continue;
                 };
-                let mut buf = bytes::BytesMut::new();
-                if request.encode(&mut buf, version).is_err() {
+                let Some(request) = over_the_wire(api, version, &request) else {
                     continue; // a field this version cannot carry
-                }
-                let mut frame = buf.freeze();
-                let Ok(request) = RequestKind::decode(api, &mut frame, version) else {
-                    continue;
                 };
                 let ctx = context("fuzz", round, version);
                 let response = match apis.handle(&ctx, request) {
@@ -450,17 +435,7 @@ fn hostile_admin_requests_at_every_version_neither_panic_nor_grow_without_bound(
     });
     let apis = KafkaApis::new(ReplicaManager::new(config));
     for topic in ["t", "u"] {
-        exchange(
-            &apis,
-            12,
-            RequestKind::Metadata(
-                MetadataRequest::default()
-                    .with_allow_auto_topic_creation(true)
-                    .with_topics(Some(vec![
-                        MetadataRequestTopic::default().with_name(Some(name(topic)))
-                    ])),
-            ),
-        );
+        auto_create(&apis, topic);
     }
     let rm = apis.replica_manager.clone();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xad31);
@@ -486,26 +461,10 @@ fn hostile_admin_requests_at_every_version_neither_panic_nor_grow_without_bound(
                 let Some(request) = hostile_admin_request(&mut rng, api) else {
                     continue;
                 };
-                let mut buf = bytes::BytesMut::new();
-                if request.encode(&mut buf, version).is_err() {
-                    continue;
-                }
-                let mut frame = buf.freeze();
-                let Ok(request) = RequestKind::decode(api, &mut frame, version) else {
-                    continue;
+                let Some(request) = over_the_wire(api, version, &request) else {
+                    continue; // a field this version cannot carry
                 };
-                let ctx = context("fuzz", round, version);
-                let response = match apis.handle(&ctx, request) {
-                    Reply::Now(r) => *r,
-                    Reply::Later(mut rx) => {
-                        rm.timer.advance_by(1);
-                        rx.try_recv().unwrap_or_else(|_| {
-                            panic!("{api:?} v{version}: parked reply never came")
-                        })
-                    }
-                    Reply::Nothing | Reply::Close(_) => panic!("{api:?} v{version}: no answer"),
-                };
-                round_trip(api, version, &response);
+                let response = answered(&apis, &context("fuzz", round, version), api, request);
                 if let ResponseKind::CreatePartitions(r) = &response {
                     grown += r.results.iter().filter(|t| t.error_code == 0).count();
                 }

@@ -176,17 +176,7 @@ fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_
         c.transaction_abort_timed_out_transaction_cleanup_interval_ms = 5;
     });
     let apis = KafkaApis::new(ReplicaManager::new(config));
-    exchange(
-        &apis,
-        12,
-        RequestKind::Metadata(
-            MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(name("t")))
-                ])),
-        ),
-    );
+    auto_create(&apis, "t");
     let rm = apis.replica_manager.clone();
     let mut rng = StdRng::seed_from_u64(0x7a11);
     let mut seen = Seen::default();
@@ -211,30 +201,14 @@ fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_
                 let Some(request) = hostile_txn_request(&mut rng, api, &seen) else {
                     continue;
                 };
-                let mut buf = bytes::BytesMut::new();
-                if request.encode(&mut buf, version).is_err() {
-                    continue;
-                }
-                let mut frame = buf.freeze();
-                let Ok(request) = RequestKind::decode(api, &mut frame, version) else {
-                    continue;
+                let Some(request) = over_the_wire(api, version, &request) else {
+                    continue; // a field this version cannot carry
                 };
                 let asked = match &request {
                     RequestKind::InitProducerId(r) => r.transactional_id.clone(),
                     _ => None,
                 };
-                let ctx = context("fuzz", round, version);
-                let response = match apis.handle(&ctx, request) {
-                    Reply::Now(r) => *r,
-                    Reply::Later(mut rx) => {
-                        rm.timer.advance_by(1);
-                        rx.try_recv().unwrap_or_else(|_| {
-                            panic!("{api:?} v{version}: parked reply never came")
-                        })
-                    }
-                    Reply::Nothing | Reply::Close(_) => panic!("{api:?} v{version}: no answer"),
-                };
-                round_trip(api, version, &response);
+                let response = answered(&apis, &context("fuzz", round, version), api, request);
                 match &response {
                     ResponseKind::InitProducerId(r) if r.error_code == 0 => {
                         if let Some(txn) = asked {

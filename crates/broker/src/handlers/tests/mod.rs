@@ -104,8 +104,19 @@ fn round_trip(api: ApiKey, version: i16, response: &ResponseKind) {
 /// if it was parked; every response is round-tripped through the codec at `version`.
 fn exchange(apis: &KafkaApis, version: i16, request: RequestKind) -> ResponseKind {
     let api = request_api(&request);
-    let ctx = context("flow", 7, version);
-    let response = match apis.handle(&ctx, request) {
+    answered(apis, &context("flow", 7, version), api, request)
+}
+
+/// Hands `request` to the handlers and returns the answer, given at once or after one tick
+/// of the manual clock, round-tripped through the codec at the context's version.
+fn answered(
+    apis: &KafkaApis,
+    ctx: &RequestContext,
+    api: ApiKey,
+    request: RequestKind,
+) -> ResponseKind {
+    let version = ctx.api_version;
+    let response = match apis.handle(ctx, request) {
         Reply::Now(r) => *r,
         Reply::Later(mut rx) => {
             apis.replica_manager.timer.advance_by(1);
@@ -137,6 +148,46 @@ fn request_api(request: &RequestKind) -> ApiKey {
         RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
         other => panic!("unexpected request {other:?}"),
     }
+}
+
+/// Produces `records` to partition 0 of `topic` with acks=1, answered at once: the
+/// partition's error code.
+fn produce_to(apis: &KafkaApis, topic: &str, records: Bytes) -> i16 {
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let ResponseKind::Produce(produced) = ask(apis, 9, RequestKind::Produce(request)) else {
+        panic!("not a Produce response");
+    };
+    produced.responses[0].partition_responses[0].error_code
+}
+
+/// Creates `topic` the way a client's Metadata does when auto-creation is on.
+fn auto_create(apis: &KafkaApis, topic: &str) {
+    exchange(
+        apis,
+        12,
+        RequestKind::Metadata(
+            MetadataRequest::default()
+                .with_allow_auto_topic_creation(true)
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(name(topic)))
+                ])),
+        ),
+    );
+}
+
+/// `request` as the broker would read it off the wire at `version`: encoded, then
+/// decoded. `None` if a field does not fit the version or the bytes do not decode.
+fn over_the_wire(api: ApiKey, version: i16, request: &RequestKind) -> Option<RequestKind> {
+    let mut buf = bytes::BytesMut::new();
+    request.encode(&mut buf, version).ok()?;
+    RequestKind::decode(api, &mut buf.freeze(), version).ok()
 }
 
 /// `version` within an API's advertised range.

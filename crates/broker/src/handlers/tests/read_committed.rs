@@ -89,22 +89,6 @@ fn topic(apis: &KafkaApis, topic: &str) {
     assert_eq!(created.topics[0].error_code, 0);
 }
 
-/// Produces `records`, acks=1; the error code.
-fn produce(apis: &KafkaApis, topic: &str, records: Bytes) -> i16 {
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(1000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
-    let ResponseKind::Produce(produced) = ask(apis, 9, RequestKind::Produce(request)) else {
-        panic!("not a Produce response");
-    };
-    produced.responses[0].partition_responses[0].error_code
-}
-
 fn fetch(topic: &str, isolation_level: i8, max_wait_ms: i32) -> RequestKind {
     RequestKind::Fetch(
         FetchRequest::default()
@@ -173,16 +157,16 @@ fn an_open_transaction_hides_its_records_and_everything_after_from_read_committe
     let apis = manual_apis();
     topic(&apis, "txn");
     let mut p = init(&apis, "t1");
-    assert_eq!(produce(&apis, "txn", one_record_batch()), 0); // 0
+    assert_eq!(produce_to(&apis, "txn", one_record_batch()), 0); // 0
     let batch = transactional(&mut p, 2);
     assert_eq!(
-        produce(&apis, "txn", batch.clone()),
+        produce_to(&apis, "txn", batch.clone()),
         ResponseError::InvalidTxnState.code(),
         "a partition not added to the transaction refuses its batches"
     );
     assert_eq!(add(&apis, &p, "txn"), 0);
-    assert_eq!(produce(&apis, "txn", batch), 0); // 1..=2
-    assert_eq!(produce(&apis, "txn", one_record_batch()), 0); // 3
+    assert_eq!(produce_to(&apis, "txn", batch), 0); // 1..=2
+    assert_eq!(produce_to(&apis, "txn", one_record_batch()), 0); // 3
     let uncommitted = fetched(&apis, "txn", 0);
     assert_eq!(offsets(&uncommitted), vec![0, 1, 3]);
     assert_eq!(
@@ -214,9 +198,9 @@ fn an_aborted_transaction_is_listed_so_the_consumer_drops_its_records() {
     let mut p = init(&apis, "t2");
     assert_eq!(add(&apis, &p, "aborts"), 0);
     let batch = transactional(&mut p, 3);
-    assert_eq!(produce(&apis, "aborts", batch), 0); // 0..=2
+    assert_eq!(produce_to(&apis, "aborts", batch), 0); // 0..=2
     assert_eq!(end(&apis, &p, false), 0); // the ABORT marker at 3
-    assert_eq!(produce(&apis, "aborts", one_record_batch()), 0); // 4
+    assert_eq!(produce_to(&apis, "aborts", one_record_batch()), 0); // 4
     let committed = fetched(&apis, "aborts", 1);
     assert_eq!(committed.last_stable_offset, 5);
     assert_eq!(offsets(&committed), vec![0, 3, 4]);
@@ -230,7 +214,7 @@ fn a_parked_read_committed_fetch_wakes_when_the_marker_moves_the_lso() {
     let mut p = init(&apis, "t3");
     assert_eq!(add(&apis, &p, "waits"), 0);
     let batch = transactional(&mut p, 1);
-    assert_eq!(produce(&apis, "waits", batch), 0);
+    assert_eq!(produce_to(&apis, "waits", batch), 0);
     // Data is there, but not below the LSO: a read_committed fetch waits for it.
     let Reply::Later(mut reply) = apis.handle(&context("rc", 7, 12), fetch("waits", 1, 5000))
     else {
