@@ -50,32 +50,7 @@ fn fetch_from(topic: &str, replica_id: i32, offset: i64) -> RequestKind {
 }
 
 fn fetch_waiting(topic: &str, replica_id: i32, offset: i64, max_wait_ms: i32) -> RequestKind {
-    RequestKind::Fetch(
-        FetchRequest::default()
-            .with_replica_id(BrokerId(replica_id))
-            .with_max_wait_ms(max_wait_ms)
-            .with_min_bytes(1)
-            .with_max_bytes(1 << 20)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name(topic))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_fetch_offset(offset)
-                    .with_partition_max_bytes(1 << 20)])]),
-    )
-}
-
-/// The one partition of a Fetch response, as a client decodes it off the wire.
-fn decoded_partition(response: ResponseKind, version: i16) -> fetch_response::PartitionData {
-    let mut frame = encode_response(7, version, &response).expect("encodes");
-    frame.advance(4);
-    let _header = ResponseHeader::decode_from(&mut frame, response.header_version(version));
-    let ResponseKind::Fetch(decoded) =
-        ResponseKind::decode(ApiKey::Fetch, &mut frame, version).expect("decodes")
-    else {
-        panic!("not a Fetch response");
-    };
-    decoded.responses[0].partitions[0].clone()
+    RequestKind::Fetch(fetch_of(topic, replica_id, offset, max_wait_ms))
 }
 
 #[test]

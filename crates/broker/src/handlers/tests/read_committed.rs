@@ -90,20 +90,7 @@ fn topic(apis: &KafkaApis, topic: &str) {
 }
 
 fn fetch(topic: &str, isolation_level: i8, max_wait_ms: i32) -> RequestKind {
-    RequestKind::Fetch(
-        FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_isolation_level(isolation_level)
-            .with_max_wait_ms(max_wait_ms)
-            .with_min_bytes(1)
-            .with_max_bytes(1 << 20)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name(topic))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_fetch_offset(0)
-                    .with_partition_max_bytes(1 << 20)])]),
-    )
+    RequestKind::Fetch(fetch_of(topic, -1, 0, max_wait_ms).with_isolation_level(isolation_level))
 }
 
 /// A fetch answered at once: its partition, as a client decodes it at v12.
@@ -112,15 +99,7 @@ fn fetched(apis: &KafkaApis, topic: &str, isolation_level: i8) -> fetch_response
 }
 
 fn partition_of(response: ResponseKind) -> fetch_response::PartitionData {
-    let mut frame = encode_response(7, 12, &response).expect("encodes");
-    frame.advance(4);
-    let _header = ResponseHeader::decode_from(&mut frame, response.header_version(12));
-    let ResponseKind::Fetch(decoded) =
-        ResponseKind::decode(ApiKey::Fetch, &mut frame, 12).expect("decodes")
-    else {
-        panic!("not a Fetch response");
-    };
-    decoded.responses[0].partitions[0].clone()
+    decoded_partition(response, 12)
 }
 
 fn offsets(p: &fetch_response::PartitionData) -> Vec<i64> {
