@@ -86,6 +86,9 @@ pub struct ProducerStateEntry {
     pub batches: VecDeque<BatchMetadata>,
     /// `now_ms` of the last append from this producer.
     pub last_append_time_ms: u64,
+    /// The largest record timestamp of its last batch (-1 before one): what
+    /// DescribeProducers calls its last timestamp.
+    pub last_timestamp: i64,
 }
 
 /// What the sequence check decided for one batch.
@@ -104,6 +107,7 @@ impl ProducerStateEntry {
             producer_epoch,
             batches: VecDeque::with_capacity(PRODUCER_BATCH_CACHE_SIZE),
             last_append_time_ms: 0,
+            last_timestamp: -1,
         }
     }
 
@@ -211,6 +215,7 @@ impl PendingProducerUpdates {
                 last_offset,
             };
             entry.record(header.producer_epoch, metadata, now_ms);
+            entry.last_timestamp = header.max_timestamp;
             self.staged.insert(pid, entry);
         }
         Ok(outcome)
@@ -245,6 +250,7 @@ impl PendingProducerUpdates {
             last_offset,
         };
         entry.record(header.producer_epoch, metadata, now_ms);
+        entry.last_timestamp = header.max_timestamp;
         self.staged.insert(pid, entry);
     }
 }
@@ -279,6 +285,11 @@ impl ProducerStateManager {
     /// The state of one producer id, if known.
     pub fn producer(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id).map(|(entry, _)| entry)
+    }
+
+    /// Every producer remembered, in no particular order.
+    pub fn producers(&self) -> impl Iterator<Item = &ProducerStateEntry> {
+        self.producers.values().map(|(entry, _)| entry)
     }
 
     /// Number of producer ids remembered.

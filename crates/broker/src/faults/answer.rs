@@ -22,16 +22,18 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     add_partitions_to_txn_response, alter_configs_response, create_partitions_response,
     create_topics_response, delete_groups_response, delete_records_response,
-    delete_topics_response, describe_configs_response, describe_groups_response, fetch_response,
+    delete_topics_response, describe_configs_response, describe_groups_response,
+    describe_producers_response, describe_transactions_response, fetch_response,
     find_coordinator_response, incremental_alter_configs_response, list_offsets_response,
     offset_commit_response, offset_fetch_response, offset_for_leader_epoch_response,
     produce_response, txn_offset_commit_response, AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse, AlterConfigsResponse, ApiVersionsResponse, BrokerId,
     CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
     DeleteTopicsResponse, DescribeConfigsResponse, DescribeGroupsResponse, DescribeLogDirsResponse,
-    EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    DescribeProducersResponse, DescribeTransactionsResponse, EndTxnResponse, FetchResponse,
+    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, ListTransactionsResponse, OffsetCommitResponse, OffsetDeleteResponse,
     OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, RequestKind,
     ResponseKind, SyncGroupResponse, TopicName, TxnOffsetCommitResponse,
 };
@@ -608,6 +610,44 @@ fn whole(request: RequestKind, version: i16, code: i16) -> ResponseKind {
                     })
                     .collect(),
             ),
+        ),
+        RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(
+            DescribeProducersResponse::default().with_topics(
+                r.topics
+                    .into_iter()
+                    .map(|t| {
+                        describe_producers_response::TopicResponse::default()
+                            .with_name(t.name)
+                            .with_partitions(
+                                t.partition_indexes
+                                    .into_iter()
+                                    .map(|p| {
+                                        describe_producers_response::PartitionResponse::default()
+                                            .with_partition_index(p)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            DescribeTransactionsResponse::default().with_transaction_states(
+                r.transactional_ids
+                    .into_iter()
+                    .map(|id| {
+                        describe_transactions_response::TransactionState::default()
+                            .with_transactional_id(id)
+                            .with_error_code(code)
+                            .with_producer_id(ProducerId(-1))
+                            .with_producer_epoch(-1)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::ListTransactions(_) => ResponseKind::ListTransactions(
+            ListTransactionsResponse::default().with_error_code(code),
         ),
         RequestKind::AddOffsetsToTxn(_) => {
             ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))

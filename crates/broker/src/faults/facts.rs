@@ -129,6 +129,11 @@ impl<'a> RequestFacts<'a> {
                 }
             }
             RequestKind::AddOffsetsToTxn(r) => self.groups.push(&r.group_id.0),
+            RequestKind::DescribeProducers(r) => {
+                for t in &r.topics {
+                    self.topic(&t.name.0, t.partition_indexes.iter().copied());
+                }
+            }
             RequestKind::TxnOffsetCommit(r) => {
                 self.groups.push(&r.group_id.0);
                 for t in &r.topics {

@@ -29,6 +29,8 @@ pub mod delete_topics;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_transactions;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
@@ -39,6 +41,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -116,6 +119,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
@@ -175,6 +181,13 @@ impl KafkaApis {
                 Reply::now(txn_offset_commit::handle(&self.txn_coordinator, ctx, r))
             }
             RequestKind::EndTxn(r) => end_txn::handle(&self.txn_coordinator, ctx, r),
+            RequestKind::DescribeTransactions(r) => {
+                Reply::now(describe_transactions::handle(&self.txn_coordinator, ctx, r))
+            }
+            RequestKind::ListTransactions(r) => {
+                Reply::now(list_transactions::handle(&self.txn_coordinator, ctx, r))
+            }
+            RequestKind::DescribeProducers(r) => Reply::now(describe_producers::handle(rm, ctx, r)),
             RequestKind::OffsetForLeaderEpoch(r) => {
                 Reply::now(offset_for_leader_epoch::handle(rm, ctx, r))
             }

@@ -93,8 +93,11 @@ pub struct TxnMetadata {
     pub partitions: BTreeSet<TopicPartition>,
     /// The groups whose offsets the transaction commits, with those offsets.
     pub groups: BTreeMap<String, PendingOffsets>,
-    /// When the open transaction started (broker clock, ms).
+    /// When the open transaction started (broker clock, ms): its timeout counts from here.
     pub started_ms: u64,
+    /// The same moment on the wall clock (ms since the epoch), as DescribeTransactions
+    /// reports it.
+    pub started_wall_ms: i64,
     /// When its state last changed.
     pub updated_ms: u64,
 }
@@ -111,6 +114,7 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             groups: BTreeMap::new(),
             started_ms: now_ms,
+            started_wall_ms: -1,
             updated_ms: now_ms,
         }
     }
@@ -148,6 +152,7 @@ impl TxnMetadata {
                 self.partitions.clear();
                 self.groups.clear();
                 self.started_ms = now_ms;
+                self.started_wall_ms = crate::record_batch::wall_clock_ms();
             }
         }
         self.partitions.extend(partitions.iter().cloned());

@@ -80,6 +80,16 @@ impl TransactionCoordinator {
         self.rm.upgrade().map_or(0, |rm| rm.now_ms())
     }
 
+    /// The broker clock, as the transactions' start times read it.
+    pub fn now(&self) -> u64 {
+        self.now_ms()
+    }
+
+    /// One transactional id's state, if the coordinator knows it.
+    pub fn describe(&self, transactional_id: &str) -> Option<TxnMetadata> {
+        self.txns.lock().get(transactional_id).cloned()
+    }
+
     /// InitProducerId with a transactional id: the id's producer id and its next epoch.
     /// A transaction the previous instance left open is aborted first (the answer is
     /// CONCURRENT_TRANSACTIONS until its markers are written; the client retries).

@@ -329,6 +329,13 @@ impl Partition {
         self.txns.last_stable_offset(self.high_watermark)
     }
 
+    /// The idempotent and transactional producers this partition remembers, by id.
+    pub fn producers(&self) -> Vec<&ProducerStateEntry> {
+        let mut all: Vec<&ProducerStateEntry> = self.producers.producers().collect();
+        all.sort_by_key(|p| p.producer_id);
+        all
+    }
+
     /// The transactions open on this partition, oldest first.
     pub fn open_transactions(&self) -> Vec<crate::OpenTxn> {
         self.txns.open()

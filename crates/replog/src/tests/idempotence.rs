@@ -173,6 +173,7 @@ fn the_check_handles_a_producer_ending_exactly_at_i32_max() {
         }]
         .into(),
         last_append_time_ms: 0,
+        last_timestamp: -1,
     };
     let header = |seq| BatchHeader::parse(&idem(1, 0, seq)).unwrap();
     assert_eq!(

@@ -24,6 +24,9 @@ const REQUESTS: &[(ApiKey, Builder)] = &[
     (ApiKey::AddOffsetsToTxn, add_offsets_to_txn),
     (ApiKey::EndTxn, end_txn),
     (ApiKey::TxnOffsetCommit, txn_offset_commit),
+    (ApiKey::DescribeProducers, describe_producers),
+    (ApiKey::DescribeTransactions, describe_transactions),
+    (ApiKey::ListTransactions, list_transactions),
     (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch),
     (ApiKey::CreateTopics, create_topics),
     (ApiKey::DeleteTopics, delete_topics),
@@ -275,6 +278,37 @@ fn txn_offset_commit(_v: i16) -> Vec<RequestKind> {
                     ]),
             ]),
     )]
+}
+
+fn describe_producers(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::DescribeProducers(
+        DescribeProducersRequest::default().with_topics(vec![
+            describe_producers_request::TopicRequest::default()
+                .with_name(name("t"))
+                .with_partition_indexes(vec![0, 9]),
+        ]),
+    )]
+}
+
+fn describe_transactions(_v: i16) -> Vec<RequestKind> {
+    vec![RequestKind::DescribeTransactions(
+        DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![transactional_id("tx"), transactional_id("nobody")]),
+    )]
+}
+
+fn list_transactions(_v: i16) -> Vec<RequestKind> {
+    vec![
+        RequestKind::ListTransactions(ListTransactionsRequest::default()),
+        RequestKind::ListTransactions(
+            ListTransactionsRequest::default()
+                .with_state_filters(vec![
+                    StrBytes::from_static_str("Ongoing"),
+                    StrBytes::from_static_str("Bogus"),
+                ])
+                .with_duration_filter(1000),
+        ),
+    ]
 }
 
 fn offset_for_leader_epoch(_v: i16) -> Vec<RequestKind> {

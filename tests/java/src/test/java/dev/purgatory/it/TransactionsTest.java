@@ -115,6 +115,46 @@ class TransactionsTest {
         assertEquals(List.of("from-the-successor"), read("java-txn-zombie", "read_committed", 1));
     }
 
+    /** kafka-transactions.sh, run in its own JVM as the tools run. */
+    private static KafkaTool.Result transactionsTool(String name, String... args) throws Exception {
+        List<String> all = new ArrayList<>(List.of("--bootstrap-server", cluster.bootstrap()));
+        all.addAll(List.of(args));
+        return KafkaTool.run(name, "org.apache.kafka.tools.TransactionsCommand", all, 120);
+    }
+
+    @Test
+    void kafkaTransactionsListsDescribesAndShowsTheProducersOfAnOpenTransaction() throws Exception {
+        KafkaProducer<String, String> open = transactional("java-txn-tool");
+        try {
+            open.beginTransaction();
+            open.send(new ProducerRecord<>("java-txn", 0, null, "left-open")).get();
+            KafkaTool.Result listed = transactionsTool("transactions-list", "list");
+            assertEquals(0, listed.exitCode(), listed.describe());
+            assertTrue(listed.stdout().stream().anyMatch(l -> l.contains("java-txn-tool") && l.contains("Ongoing")),
+                    "list shows the open transaction: " + listed.stdout());
+            KafkaTool.Result described = transactionsTool("transactions-describe", "describe",
+                    "--transactional-id", "java-txn-tool");
+            assertEquals(0, described.exitCode(), described.describe());
+            String row = String.join("\n", described.stdout());
+            assertTrue(row.contains("Ongoing") && row.contains("java-txn-0"),
+                    "describe shows the state and the partition: " + row);
+            // CurrentTransactionStartTimeMs is wall-clock time, so the tool's duration is short.
+            String[] fields = described.stdout().get(1).trim().split("\\s+");
+            long started = Long.parseLong(fields[6]);
+            assertTrue(Math.abs(System.currentTimeMillis() - started) < 60_000, "started at " + started + ": " + row);
+            KafkaTool.Result producers = transactionsTool("transactions-describe-producers", "describe-producers",
+                    "--topic", "java-txn", "--partition", "0");
+            assertEquals(0, producers.exitCode(), producers.describe());
+            assertTrue(producers.stdout().size() >= 2, "a header and the producers: " + producers.stdout());
+            open.commitTransaction();
+        } finally {
+            open.close(Duration.ZERO);
+        }
+        KafkaTool.Result after = transactionsTool("transactions-describe-after", "describe",
+                "--transactional-id", "java-txn-tool");
+        assertTrue(String.join("\n", after.stdout()).contains("CompleteCommit"), after.describe());
+    }
+
     @Test
     void consumeTransformProduceCommitsTheGroupOffsetsOnlyWithTheTransaction() throws Exception {
         try (KafkaProducer<String, String> plain = Clients.producer(cluster.broker(), Map.of())) {
