@@ -220,8 +220,8 @@ async fn list_offsets_reads_the_whole_log_for_replicas_and_answers_no_epoch_when
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request() {
-    // Kafka 4.4 answers INVALID_REQUEST for "" (not null); a real transactional id is
-    // still unsupported here. (Before: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for both.)
+    // Kafka 4.4 answers INVALID_REQUEST for "" (not null); a real transactional id gets a
+    // producer id and epoch 0 from the transaction coordinator, a second init epoch 1.
     let tb = TestBroker::start_manual(|_| {}).await;
     let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
     let ask = |id: Option<&str>| {
@@ -238,9 +238,12 @@ async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request()
         "INVALID_REQUEST"
     );
     let named = conn.send(&ask(Some("tx")), 4).await.unwrap();
+    assert_eq!((named.error_code, named.producer_epoch), (0, 0));
+    let again = conn.send(&ask(Some("tx")), 4).await.unwrap();
     assert_eq!(
-        named.error_code, 53,
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+        (again.error_code, again.producer_id, again.producer_epoch),
+        (0, named.producer_id, 1),
+        "the same producer id, the next epoch"
     );
     let idempotent = conn.send(&ask(None), 4).await.unwrap();
     assert_eq!(idempotent.error_code, 0);

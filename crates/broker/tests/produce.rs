@@ -408,8 +408,8 @@ async fn a_client_leaving_while_parked_leaks_nothing() {
     assert_eq!(tb.rm().produce_purgatory.expired(), 3);
     assert_eq!(
         tb.rm().timer.pending(),
-        1,
-        "only the periodic ISR check is left on the wheel"
+        2,
+        "only the periodic checks are left on the wheel: the ISR's and the transaction timeouts'"
     );
     // Like Kafka, completed operations leave watcher lists lazily: the next check on the
     // key (or the periodic purge) drops them, and the key with them.
