@@ -394,7 +394,22 @@ def test_the_page_shows_an_open_transaction_holding_the_lso_below_the_hw(broker,
         "return !!document.querySelector(arguments[0])", f'.partition[data-tp="{tp}"] .logbar .lso')
     line = text_of(browser, f'[data-open-txns="{tp}"]')
     assert "since offset 0" in line and "read_committed consumers wait at the LSO" in line, line
-    shot(browser, "open-transaction.png")
+    # A read_committed consumer's fetch parks for the LSO, and the purgatory panel says so.
+    from confluent_kafka import Consumer, TopicPartition
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "view-txn-reader",
+                       "isolation.level": "read_committed", "client.id": "view-txn-reader"})
+    reader.assign([TopicPartition(topic, 0, 0)])
+    try:
+        def parked_for_the_lso():
+            reader.poll(0.05)
+            return browser.execute_script("""
+                return [...document.querySelectorAll('tr.pending-op[data-purgatory="Fetch"]')]
+                  .some((r) => r.textContent.includes(arguments[0]));
+            """, f"LSO past 0 on {tp} (LSO 0, HW 4)")
+        wait_for("a read_committed fetch parked for the LSO", parked_for_the_lso)
+        shot(browser, "open-transaction.png")
+    finally:
+        reader.close()
     p.commit_transaction(30)
     wait_for("the open transaction to leave the page",
              lambda: text_of(browser, f'[data-open-txns="{tp}"]') is None

@@ -537,6 +537,10 @@ function waitsFor(op, parts) {
       const tp = `${p.topic}-${p.partition}`;
       const part = parts.get(tp);
       if (r.request === 'FetchFollower') return `data past ${p.offset} on ${tp} (LEO ${part ? part.log_end_offset : '?'})`;
+      // A read_committed fetch waits for the last stable offset, not the HW.
+      if ((op.description || '').includes('last stable offset')) {
+        return `LSO past ${p.offset} on ${tp} (LSO ${part ? part.last_stable_offset : '?'}, HW ${part ? part.high_watermark : '?'})`;
+      }
       return `HW past ${p.offset} on ${tp} (HW ${part ? part.high_watermark : '?'})`;
     }).join('; ');
   }
