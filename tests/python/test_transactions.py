@@ -98,6 +98,11 @@ def test_an_open_transaction_holds_back_later_records_from_read_committed(broker
     wait_for("the plain records to be replicated", lambda: partition_state(broker, topic)["high_watermark"] == 4)
     state = partition_state(broker, topic)
     assert state["last_stable_offset"] == 0, state
+    with urllib.request.urlopen(broker.admin + "/api/state", timeout=5) as r:
+        txns = {t["producer_id"]: t for t in json.load(r)["transactions"]}
+    held = txns[state["open_transactions"][0]["producer_id"]]
+    assert (held["state"], held["partitions"], held["timeout_ms"]) == ("Ongoing", [f"{topic}-0"], 60000)
+    assert held["open_ms"] is not None and held["open_ms"] < held["timeout_ms"]
     assert read(broker, topic, "read_committed", settle=1.5) == [], "nothing past the LSO"
     assert read(broker, topic, "read_uncommitted", until=4)[1:] == ["plain-0", "plain-1", "plain-2"]
     p.commit_transaction(30)

@@ -394,6 +394,8 @@ def test_the_page_shows_an_open_transaction_holding_the_lso_below_the_hw(broker,
         "return !!document.querySelector(arguments[0])", f'.partition[data-tp="{tp}"] .logbar .lso')
     line = text_of(browser, f'[data-open-txns="{tp}"]')
     assert "since offset 0" in line and "read_committed consumers wait at the LSO" in line, line
+    txn = text_of(browser, '[data-txn="view-txn-producer"]')
+    assert re.search(r"Ongoing, producer \d+ epoch 0, open \d+\.\d s of 60\.0 s on \[view-txn-0\]", txn), txn
     # A read_committed consumer's fetch parks for the LSO, and the purgatory panel says so.
     from confluent_kafka import Consumer, TopicPartition
     reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "view-txn-reader",
@@ -413,4 +415,5 @@ def test_the_page_shows_an_open_transaction_holding_the_lso_below_the_hw(broker,
     p.commit_transaction(30)
     wait_for("the open transaction to leave the page",
              lambda: text_of(browser, f'[data-open-txns="{tp}"]') is None
-             and text_of(browser, f'.partition[data-tp="{tp}"] .lso-value') is None)
+             and text_of(browser, f'.partition[data-tp="{tp}"] .lso-value') is None
+             and text_of(browser, '[data-txn="view-txn-producer"]') is None)

@@ -370,7 +370,7 @@ function render() {
   redraw('purgatories', JSON.stringify([st.purgatories, st.partitions.map((p) => p.high_watermark), selected]), renderPurgatories);
   redraw('groups', JSON.stringify(st.groups), renderGroups);
   redraw('faults', JSON.stringify(st.faults), renderFaults);
-  redraw('partitions', JSON.stringify(st.partitions), renderPartitions);
+  redraw('partitions', JSON.stringify([st.partitions, st.transactions]), renderPartitions);
   redraw('brokers', JSON.stringify(st.brokers), renderBrokers);
   redraw('followers', JSON.stringify(st.followers), renderFollowers);
   // The logs: redrawn when they gained rows, at their pace (the first frame draws them).
@@ -661,9 +661,21 @@ function held(p) {
   return p.last_stable_offset >= 0 && p.last_stable_offset < p.high_watermark;
 }
 
+// Each transaction open or ending: its producer, its partitions, its age against its
+// timeout (the coordinator aborts it there).
+function openTransactions() {
+  const open = (frame.state.transactions || []).filter((t) => t.open_ms !== null);
+  if (!open.length) return null;
+  return h('div', { class: 'txn-list' }, open.map((t) => h('div', { key: t.transactional_id, 'data-txn': t.transactional_id },
+    h('b', null, `transaction ${t.transactional_id}`), `: ${t.state}, producer ${t.producer_id} epoch ${t.producer_epoch}, open `,
+    h('span', { class: 'txn-age' }, `${(t.open_ms / 1000).toFixed(1)} s of ${(t.timeout_ms / 1000).toFixed(1)} s`),
+    ` on [${t.partitions.join(', ')}]`)));
+}
+
 function renderPartitions() {
   const parts = frame.state.partitions;
-  show('partitions', parts.length ? parts.map((p) => {
+  const txns = openTransactions();
+  show('partitions', parts.length ? [txns, ...parts.map((p) => {
     const tp = `${p.topic}-${p.partition}`;
     const start = p.log_start_offset, end = Math.max(p.log_end_offset, start + 1);
     const pos = (o) => `${(100 * (o - start)) / (end - start)}%`;
@@ -697,7 +709,7 @@ function renderPartitions() {
       p.replica_logs ? h('div', { class: 'muted', 'data-replica-logs': tp }, p.replica_logs.map((r) =>
         `broker ${r.broker}${r.alive ? '' : ' (dead)'}: ${r.leader ? 'leader' : 'follower'} epoch ${r.leader_epoch}, LEO ${n(r.log_end_offset)}, HW ${n(r.high_watermark)}`).join(' · ')) : null,
       h('table', null, h('thead', null, h('tr', null, h('th', null, 'replica'), h('th', { class: 'num' }, 'LEO'), h('th', { class: 'num' }, 'lag'), h('th', null, 'ISR'), h('th', null, 'last fetch'))), h('tbody', null, rows)));
-  }) : h('div', { class: 'empty' }, 'no topics yet: send a produce'));
+  })] : h('div', { class: 'empty' }, 'no topics yet: send a produce'));
 }
 
 // With several brokers: each one, alive or dead, with what can be done to it.

@@ -342,7 +342,8 @@ async fn serve_cluster(
             EmbeddedFollowers::none(),
             rm.config.admin_token.clone(),
         )
-        .with_cluster(cluster.clone());
+        .with_cluster(cluster.clone())
+        .with_transactions(first.txn_coordinator().clone());
         admin_addr = Some(admin::start(&rm.config.admin_listen, state)?);
     }
     ready::announce(ready_file, &ready::Announcement::new(listeners, admin_addr))?;
@@ -388,7 +389,8 @@ async fn serve(config: BrokerConfig, ready_file: Option<&Path>) -> anyhow::Resul
             broker.group_coordinator().clone(),
             followers.clone(),
             rm.config.admin_token.clone(),
-        );
+        )
+        .with_transactions(broker.txn_coordinator().clone());
         admin_addr = Some(admin::start(&rm.config.admin_listen, state)?);
     }
     ready::announce(

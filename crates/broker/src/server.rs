@@ -177,6 +177,11 @@ impl Broker {
         &self.apis.group_coordinator
     }
 
+    /// The transaction coordinator.
+    pub fn txn_coordinator(&self) -> &Arc<crate::txn::TransactionCoordinator> {
+        &self.apis.txn_coordinator
+    }
+
     /// Stops accepting connections and stops the timer.
     pub fn shutdown(&self) {
         if let Some(listening) = self.listening.lock().take() {

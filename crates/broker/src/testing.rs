@@ -97,7 +97,8 @@ impl TestKafkaBuilder {
                         broker.group_coordinator().clone(),
                         EmbeddedFollowers::none(),
                         None,
-                    ),
+                    )
+                    .with_transactions(broker.txn_coordinator().clone()),
                 )?),
                 false => None,
             };
@@ -116,7 +117,8 @@ impl TestKafkaBuilder {
                     EmbeddedFollowers::none(),
                     None,
                 )
-                .with_cluster(cluster.clone()),
+                .with_cluster(cluster.clone())
+                .with_transactions(first.txn_coordinator().clone()),
             )?),
             _ => None,
         };

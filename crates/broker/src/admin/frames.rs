@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::clock::clock_json;
-use super::{error, state_json, AdminState};
+use super::{admin_state_json, error, AdminState};
 use crate::telemetry::RequestFilter;
 
 /// Requests listed in a stream's first frame (the page shows 30, and filters them).
@@ -108,7 +108,7 @@ pub(super) struct ViewShared {
 /// Builds the shared state now.
 fn build_shared_state(s: &AdminState) -> SharedState {
     let telemetry = &s.rm.telemetry;
-    let mut state = state_json(&s.rm, &s.coordinator, &s.followers, s.cluster.as_deref());
+    let mut state = admin_state_json(s);
     // The first pending operations, each with its request if the request log knows it.
     if let Some(purgatories) = state["purgatories"].as_object_mut() {
         for purgatory in purgatories.values_mut().filter(|p| p.is_object()) {

@@ -148,7 +148,7 @@ fn tp_labels(p: &Value) -> Labels {
 impl Collector for Kafka {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let s = &self.0;
-        let state = super::state_json(&s.rm, &s.coordinator, &s.followers, s.cluster.as_deref());
+        let state = super::admin_state_json(s);
         let telemetry = &s.rm.telemetry;
         let metrics = &telemetry.metrics;
         let mut f = Family {

@@ -39,6 +39,7 @@ use crate::cluster::Cluster;
 use crate::coordinator::GroupCoordinator;
 use crate::followers::EmbeddedFollowers;
 use crate::replica_manager::ReplicaManager;
+use crate::txn::TransactionCoordinator;
 
 mod brokers;
 mod clock;
@@ -67,6 +68,8 @@ pub struct AdminState {
     pub token: Option<String>,
     /// The cluster `rm`'s broker belongs to, with `--brokers N`.
     pub cluster: Option<Arc<Cluster>>,
+    /// Its transaction coordinator, if the state shows transactions.
+    pub transactions: Option<Arc<TransactionCoordinator>>,
     /// What the live view's streams share.
     view: Arc<frames::ViewShared>,
     /// Whether a scenario is playing (`scenarios.rs`): one at a time.
@@ -87,6 +90,7 @@ impl AdminState {
             followers,
             token,
             cluster: None,
+            transactions: None,
             view: Arc::default(),
             scenario_playing: Arc::default(),
         }
@@ -96,6 +100,13 @@ impl AdminState {
     /// controls work.
     pub fn with_cluster(mut self, cluster: Arc<Cluster>) -> Self {
         self.cluster = Some(cluster);
+        self
+    }
+
+    /// The same, with `transactions` shown in the state: every transactional id, and each
+    /// open transaction's age against its timeout.
+    pub fn with_transactions(mut self, transactions: Arc<TransactionCoordinator>) -> Self {
+        self.transactions = Some(transactions);
         self
     }
 }
@@ -266,12 +277,37 @@ pub fn state_json(
 }
 
 async fn get_state(State(s): State<AdminState>) -> Json<Value> {
-    Json(state_json(
-        &s.rm,
-        &s.coordinator,
-        &s.followers,
-        s.cluster.as_deref(),
-    ))
+    Json(admin_state_json(&s))
+}
+
+/// [`state_json`] for an admin listener, with its transactions if it shows them.
+pub fn admin_state_json(s: &AdminState) -> Value {
+    let mut state = state_json(&s.rm, &s.coordinator, &s.followers, s.cluster.as_deref());
+    if let (Some(txn), Some(obj)) = (&s.transactions, state.as_object_mut()) {
+        obj.insert("transactions".into(), transactions_json(txn, s.rm.now_ms()));
+    }
+    state
+}
+
+/// Every transactional id: its producer, state, timeout, partitions, and for an open or
+/// ending transaction how long it has been open (`open_ms`, else null).
+fn transactions_json(txn: &TransactionCoordinator, now_ms: u64) -> Value {
+    Value::Array(
+        txn.snapshot()
+            .into_iter()
+            .map(|m| {
+                json!({
+                    "transactional_id": m.transactional_id,
+                    "producer_id": m.producer_id,
+                    "producer_epoch": m.producer_epoch,
+                    "state": m.state.name(),
+                    "timeout_ms": m.timeout_ms,
+                    "open_ms": m.state.in_flight().then(|| now_ms.saturating_sub(m.started_ms)),
+                    "partitions": m.partitions.iter().map(|tp| tp.to_string()).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    )
 }
 
 async fn get_followers(State(s): State<AdminState>) -> Json<Value> {
