@@ -178,7 +178,7 @@ impl KafkaApis {
                 Reply::now(add_offsets_to_txn::handle(&self.txn_coordinator, ctx, r))
             }
             RequestKind::TxnOffsetCommit(r) => {
-                Reply::now(txn_offset_commit::handle(&self.txn_coordinator, ctx, r))
+                Reply::now(txn_offset_commit::handle(rm, &self.txn_coordinator, ctx, r))
             }
             RequestKind::EndTxn(r) => end_txn::handle(&self.txn_coordinator, ctx, r),
             RequestKind::DescribeTransactions(r) => {

@@ -1,7 +1,9 @@
 //! TxnOffsetCommit (API key 28, v0-3): a consumer group's offsets, committed inside a
 //! transaction (consume-transform-produce). The transaction coordinator holds them; they
 //! reach the group only when the transaction commits, and are dropped if it aborts.
-//! INVALID_TXN_STATE unless AddOffsetsToTxn added the group to the open transaction.
+//! INVALID_TXN_STATE unless AddOffsetsToTxn added the group to the open transaction. A
+//! partition this broker does not have is UNKNOWN_TOPIC_OR_PARTITION and is not held,
+//! so what a transaction holds is bounded by the partitions that exist.
 
 use std::sync::Arc;
 
@@ -10,31 +12,39 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use kafka_protocol::ResponseError;
+
 use super::RequestContext;
+use crate::replica_manager::ReplicaManager;
 use crate::txn::TransactionCoordinator;
 
 /// Handles a TxnOffsetCommit request.
 pub fn handle(
+    rm: &Arc<ReplicaManager>,
     txn: &Arc<TransactionCoordinator>,
     _ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
 ) -> ResponseKind {
+    let known = |topic: &str, partition: i32| rm.partition(topic, partition).is_some();
     let offsets = req
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    (t.name.0.to_string(), p.partition_index),
+            t.partitions
+                .iter()
+                .filter(|p| known(t.name.0.as_str(), p.partition_index))
+                .map(|p| {
                     (
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata
-                            .as_ref()
-                            .map_or_else(String::new, |m| m.to_string()),
-                    ),
-                )
-            })
+                        (t.name.0.to_string(), p.partition_index),
+                        (
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                            p.committed_metadata
+                                .as_ref()
+                                .map_or_else(String::new, |m| m.to_string()),
+                        ),
+                    )
+                })
         })
         .collect();
     let outcome = txn.txn_offset_commit(
@@ -57,6 +67,11 @@ pub fn handle(
                     t.partitions
                         .iter()
                         .map(|p| {
+                            let code = if known(t.name.0.as_str(), p.partition_index) {
+                                code
+                            } else {
+                                ResponseError::UnknownTopicOrPartition.code()
+                            };
                             TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(code)

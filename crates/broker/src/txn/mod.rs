@@ -59,6 +59,7 @@ pub struct TransactionCoordinator {
     txns: Mutex<HashMap<String, TxnMetadata>>,
     max_timeout_ms: u64,
     max_transactional_ids: usize,
+    max_groups_per_txn: usize,
 }
 
 impl TransactionCoordinator {
@@ -71,6 +72,7 @@ impl TransactionCoordinator {
             txns: Mutex::new(HashMap::new()),
             max_timeout_ms: rm.config.transaction_max_timeout_ms.max(1) as u64,
             max_transactional_ids: rm.config.transaction_coordinator_max_transactional_ids,
+            max_groups_per_txn: rm.config.group_coordinator_max_groups,
         });
         schedule_expiry(Arc::downgrade(&coordinator));
         coordinator
@@ -157,7 +159,9 @@ impl TransactionCoordinator {
         })
     }
 
-    /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`.
+    /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`. One transaction
+    /// names at most `group.coordinator.max.groups` groups (ours, not Kafka's: past it,
+    /// COORDINATOR_NOT_AVAILABLE), so a client cannot grow it without bound.
     pub fn add_offsets(
         &self,
         transactional_id: &str,
@@ -166,7 +170,11 @@ impl TransactionCoordinator {
         group_id: &str,
     ) -> Result<(), ResponseError> {
         let now = self.now_ms();
+        let max_groups = self.max_groups_per_txn;
         self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+            if !meta.groups.contains_key(group_id) && meta.groups.len() >= max_groups {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
             meta.add(&[], now)?;
             meta.groups
                 .entry(group_id.to_string())
@@ -280,6 +288,16 @@ impl TransactionCoordinator {
                     .get(group)
                     .is_some_and(|pending| pending.offsets.contains_key(&key))
         })
+    }
+
+    /// How many group offsets the transactions hold in all, for bounds checks.
+    pub fn held_offsets(&self) -> usize {
+        self.txns
+            .lock()
+            .values()
+            .flat_map(|m| m.groups.values())
+            .map(|g| g.offsets.len() + 1)
+            .sum()
     }
 
     /// Every transactional id, for the state API and the live view.

@@ -14,6 +14,8 @@ use super::*;
 
 /// The most transactional ids the fuzzed broker keeps.
 const MAX_IDS: usize = 40;
+/// The most groups one transaction names.
+const MAX_GROUPS: usize = 5;
 
 /// What the fuzz has learned from the broker's answers: real transactional ids with
 /// their producer ids and epochs.
@@ -173,6 +175,7 @@ fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_
         c.offsets_topic_num_partitions = 3;
         c.default_replication_factor = 1;
         c.transaction_coordinator_max_transactional_ids = MAX_IDS;
+        c.group_coordinator_max_groups = MAX_GROUPS;
         c.transaction_abort_timed_out_transaction_cleanup_interval_ms = 5;
     });
     let apis = KafkaApis::new(ReplicaManager::new(config));
@@ -225,6 +228,13 @@ fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_
                 assert!(
                     held <= MAX_IDS,
                     "{held} transactional ids held, the cap is {MAX_IDS}"
+                );
+                // Offsets only for partitions that exist (one topic of one partition here),
+                // in at most group.coordinator.max.groups groups per transaction.
+                let offsets = apis.txn_coordinator.held_offsets();
+                assert!(
+                    offsets <= MAX_IDS * MAX_GROUPS * 2,
+                    "{offsets} transactional offsets held"
                 );
             }
         }
