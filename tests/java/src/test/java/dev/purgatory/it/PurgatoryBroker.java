@@ -73,9 +73,20 @@ public final class PurgatoryBroker implements AutoCloseable {
 
     /** Starts a broker on ports the kernel picks; it answers once this returns. */
     public static PurgatoryBroker start() throws IOException, InterruptedException {
-        return new PurgatoryBroker(Launch.start("broker", List.of(
-                "--config", repoRoot().resolve("config/broker.toml").toString(),
-                "--listen", "127.0.0.1:0")));
+        return start(repoRoot().resolve("config/broker.toml"), List.of());
+    }
+
+    /** The same with another config file and more {@code serve} flags (e.g. --clock manual). */
+    public static PurgatoryBroker start(Path config, List<String> extra) throws IOException, InterruptedException {
+        List<String> args = new java.util.ArrayList<>(List.of("--config", config.toString(), "--listen", "127.0.0.1:0"));
+        args.addAll(extra);
+        return new PurgatoryBroker(Launch.start("broker", args));
+    }
+
+    /** POST /api/clock/advance: moves a manual clock on by {@code ms}. */
+    public JsonNode advanceClock(long ms) throws IOException, InterruptedException {
+        return call(HttpRequest.newBuilder(admin("/api/clock/advance?ms=" + ms))
+                .POST(HttpRequest.BodyPublishers.noBody()));
     }
 
     /** host:port of the Kafka listener, for bootstrap.servers. */

@@ -115,6 +115,53 @@ class TransactionsTest {
         assertEquals(List.of("from-the-successor"), read("java-txn-zombie", "read_committed", 1));
     }
 
+    @Test
+    void aTransactionPastItsTimeoutIsAbortedByTheCoordinator() throws Exception {
+        // A broker of its own on a manual clock, checking for expired transactions every second.
+        java.nio.file.Path config = java.nio.file.Files.createTempFile("purgatory-txn-timeout", ".toml");
+        java.nio.file.Files.writeString(config, java.nio.file.Files.readString(PurgatoryBroker.repoRoot().resolve("config/broker.toml"))
+                + "\n\"transaction.abort.timed.out.transaction.cleanup.interval.ms\" = 1000\n");
+        try (PurgatoryBroker broker = PurgatoryBroker.start(config, List.of("--clock", "manual"))) {
+            KafkaProducer<String, String> producer = Clients.producer(broker, Map.of(
+                    ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-txn-timeout",
+                    ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 5000));
+            try {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>("java-txn-late", 0, null, "left-open")).get();
+                try (KafkaProducer<String, String> plain = Clients.producer(broker, Map.of())) {
+                    plain.send(new ProducerRecord<>("java-txn-late", 0, null, "after-it")).get();
+                }
+                assertEquals(0, broker.partition("java-txn-late", 0).path("last_stable_offset").asLong(),
+                        "the open transaction holds the LSO");
+                broker.advanceClock(7000);
+                Wait.until("the coordinator's abort to replicate",
+                        () -> broker.partition("java-txn-late", 0).path("last_stable_offset").asLong() == 3);
+                assertThrows(KafkaException.class, producer::commitTransaction, "the timed-out producer is fenced");
+            } finally {
+                producer.close(Duration.ZERO);
+            }
+            List<String> values = new ArrayList<>();
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
+                    ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap(),
+                    ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
+                    ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false),
+                    new org.apache.kafka.common.serialization.StringDeserializer(),
+                    new org.apache.kafka.common.serialization.StringDeserializer())) {
+                TopicPartition tp = new TopicPartition("java-txn-late", 0);
+                consumer.assign(List.of(tp));
+                consumer.seekToBeginning(List.of(tp));
+                long deadline = System.currentTimeMillis() + 20_000;
+                while (values.isEmpty() && System.currentTimeMillis() < deadline) {
+                    consumer.poll(Duration.ofMillis(200)).forEach(r -> values.add(r.value()));
+                }
+            }
+            assertEquals(List.of("after-it"), values, "only the record after the aborted transaction");
+        } finally {
+            java.nio.file.Files.deleteIfExists(config);
+        }
+    }
+
     /** kafka-transactions.sh, run in its own JVM as the tools run. */
     private static KafkaTool.Result transactionsTool(String name, String... args) throws Exception {
         List<String> all = new ArrayList<>(List.of("--bootstrap-server", cluster.bootstrap()));
