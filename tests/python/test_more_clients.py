@@ -50,3 +50,14 @@ def test_kafkajs_admin_and_idempotent_acks_all_producer(broker):
     assert seen["partition"]["isr"] == [1, 2, 3]
     assert seen["offsets"] == list(range(20))
     assert seen["high"] == 20
+
+
+def test_kafkajs_transactions_commit_and_abort_as_read_committed_sees_them(broker):
+    out = subprocess.run(
+        ["node", os.path.join(ROOT, "tests", "node", "kafkajs_txn.js"), broker.bootstrap, "kjs-txn"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["committed"] == ["committed-1", "committed-2", "committed-3"]
+    assert seen["uncommitted"] == ["committed-1", "committed-2", "aborted-1", "committed-3"]

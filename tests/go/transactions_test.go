@@ -1,0 +1,67 @@
+package gotests
+
+// franz-go's transactional producer (kgo.TransactionalID) against the broker's
+// transaction coordinator: a committed, an aborted and another committed transaction,
+// read back by a read_committed consumer, which sees only the committed records, and by
+// a read_uncommitted one, which sees them all.
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestFranzTransactionsCommitAndAbortAsReadCommittedSeesThem(t *testing.T) {
+	b := startBroker(t)
+	const topic = "go-txn"
+	createTopic(t, b, topic, 1)
+	producer := newKgo(t, b, "go-txn-producer",
+		kgo.TransactionalID("go-txn-id"),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, txn := range []struct {
+		values []string
+		commit bool
+	}{
+		{[]string{"committed-1", "committed-2"}, true},
+		{[]string{"aborted-1"}, false},
+		{[]string{"committed-3"}, true},
+	} {
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatalf("BeginTransaction: %v", err)
+		}
+		for _, v := range txn.values {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Partition: 0}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, kgo.TransactionEndTry(txn.commit)); err != nil {
+			t.Fatalf("EndTransaction(commit=%v): %v", txn.commit, err)
+		}
+	}
+	read := func(name string, isolation kgo.IsolationLevel, want int) []string {
+		consumer := newKgo(t, b, name,
+			kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(isolation))
+		var got []string
+		deadline := time.Now().Add(20 * time.Second)
+		for len(got) < want && time.Now().Before(deadline) {
+			pollCtx, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+			consumer.PollFetches(pollCtx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			stop()
+		}
+		return got
+	}
+	if got, want := read("go-txn-committed", kgo.ReadCommitted(), 3), []string{"committed-1", "committed-2", "committed-3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("read_committed read %v, want %v", got, want)
+	}
+	if got, want := read("go-txn-uncommitted", kgo.ReadUncommitted(), 4), []string{"committed-1", "committed-2", "aborted-1", "committed-3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("read_uncommitted read %v, want %v", got, want)
+	}
+}
