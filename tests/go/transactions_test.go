@@ -1,9 +1,9 @@
 package gotests
 
-// franz-go's transactional producer (kgo.TransactionalID) against the broker's
-// transaction coordinator: a committed, an aborted and another committed transaction,
-// read back by a read_committed consumer, which sees only the committed records, and by
-// a read_uncommitted one, which sees them all.
+// Transactional producers in Go, franz-go's (kgo.TransactionalID) and IBM Sarama's,
+// against the broker's transaction coordinator: a committed, an aborted and another
+// committed transaction, read back by a read_committed consumer, which sees only the
+// committed records (and for franz-go by a read_uncommitted one, which sees them all).
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -63,5 +64,66 @@ func TestFranzTransactionsCommitAndAbortAsReadCommittedSeesThem(t *testing.T) {
 	}
 	if got, want := read("go-txn-uncommitted", kgo.ReadUncommitted(), 4), []string{"committed-1", "committed-2", "aborted-1", "committed-3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("read_uncommitted read %v, want %v", got, want)
+	}
+}
+
+// IBM Sarama's transactional producer: the same three transactions, read back by a
+// read_committed franz-go consumer.
+func TestSaramaTransactionsCommitAndAbort(t *testing.T) {
+	saramaLogsTo(t)
+	b := startBroker(t)
+	const topic = "go-sarama-txn"
+	createTopic(t, b, topic, 1)
+	cfg := sarama.NewConfig()
+	cfg.Version = saramaVersion
+	cfg.ClientID = "go-sarama-txn"
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cfg.Producer.Transaction.ID = "go-sarama-txn-id"
+	cfg.Net.MaxOpenRequests = 1
+	producer, err := sarama.NewSyncProducer([]string{b.Bootstrap}, cfg)
+	if err != nil {
+		t.Fatalf("NewSyncProducer: %v", err)
+	}
+	defer producer.Close()
+	for _, txn := range []struct {
+		values []string
+		commit bool
+	}{
+		{[]string{"committed-1", "committed-2"}, true},
+		{[]string{"aborted-1"}, false},
+		{[]string{"committed-3"}, true},
+	} {
+		if err := producer.BeginTxn(); err != nil {
+			t.Fatalf("BeginTxn: %v", err)
+		}
+		for _, v := range txn.values {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(v)}); err != nil {
+				t.Fatalf("send %s: %v", v, err)
+			}
+		}
+		end := producer.AbortTxn
+		if txn.commit {
+			end = producer.CommitTxn
+		}
+		if err := end(); err != nil {
+			t.Fatalf("end of transaction (commit=%v): %v", txn.commit, err)
+		}
+	}
+	consumer := newKgo(t, b, "go-sarama-txn-reader",
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var got []string
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < 3 && time.Now().Before(deadline) {
+		ctx, stop := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		stop()
+	}
+	if want := []string{"committed-1", "committed-2", "committed-3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("read_committed read %v, want %v", got, want)
 	}
 }
