@@ -203,3 +203,28 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator():
     finally:
         b.stop()
         os.unlink(f.name)
+
+
+def test_kafka_python_transactions_commit_and_abort(broker):
+    """kafka-python's transactional KafkaProducer: commit, abort, commit, read back by
+    confluent-kafka with read_committed and read_uncommitted."""
+    from kafka import KafkaProducer
+    topic = new_topic(broker)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-" + uuid.uuid4().hex[:6],
+                      enable_idempotence=True)
+    try:
+        p.init_transactions()
+        for values, commit in ((["committed-1", "committed-2"], True), (["aborted-1"], False),
+                               (["committed-3"], True)):
+            p.begin_transaction()
+            for v in values:
+                p.send(topic, v.encode(), partition=0).get(timeout=30)
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close(timeout=5)
+    assert read(broker, topic, "read_committed", until=3) == ["committed-1", "committed-2", "committed-3"]
+    assert read(broker, topic, "read_uncommitted", until=4) == [
+        "committed-1", "committed-2", "aborted-1", "committed-3"]
