@@ -7,6 +7,8 @@ commit, and a transaction that outlives its timeout aborted by the coordinator.
 
 import json
 import os
+import re
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -16,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import ROOT, Broker, wait_for
+from conftest import BINARY, ROOT, Broker, wait_for
 
 
 def new_topic(broker, partitions=1):
@@ -103,6 +105,11 @@ def test_an_open_transaction_holds_back_later_records_from_read_committed(broker
     held = txns[state["open_transactions"][0]["producer_id"]]
     assert (held["state"], held["partitions"], held["timeout_ms"]) == ("Ongoing", [f"{topic}-0"], 60000)
     assert held["open_ms"] is not None and held["open_ms"] < held["timeout_ms"]
+    ctl = subprocess.run([BINARY, "ctl", "--admin", broker.admin.removeprefix("http://"), "transactions"],
+                         capture_output=True, text=True, timeout=30)
+    line = next(l for l in ctl.stdout.splitlines() if l.startswith(held["transactional_id"]))
+    assert re.fullmatch(rf"{held['transactional_id']}  Ongoing  producer {held['producer_id']} epoch 0, "
+                        rf"open \d+\.\d s of 60\.0 s on \[{topic}-0\]", line), line
     assert read(broker, topic, "read_committed", settle=1.5) == [], "nothing past the LSO"
     assert read(broker, topic, "read_uncommitted", until=4)[1:] == ["plain-0", "plain-1", "plain-2"]
     p.commit_transaction(30)

@@ -67,6 +67,13 @@ enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show the transactional ids: state, producer id and epoch, partitions, and each open
+    /// transaction's age against its timeout.
+    Transactions {
+        /// Print the transactions' part of GET /api/state as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Steer an embedded follower: pause, resume, crash, restart, delay MS, lag MS, max-bytes N.
     Follower {
         /// Replica id (2, 3, ...).
@@ -409,6 +416,7 @@ fn run_ctl(ctl: CtlArgs) -> anyhow::Result<()> {
     match ctl.command {
         CtlCommand::State { json } => ctl::state(&ctl.admin, json),
         CtlCommand::Groups { json } => ctl::groups(&ctl.admin, json),
+        CtlCommand::Transactions { json } => ctl::transactions(&ctl.admin, json),
         CtlCommand::Follower { id, action, value } => {
             ctl::follower(&ctl.admin, token, &id, &action, value.as_deref())
         }

@@ -156,6 +156,22 @@ pub fn groups(admin: &str, raw_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ctl transactions [--json]`: the transactional ids of `GET /api/state`, one line each.
+pub fn transactions(admin: &str, raw_json: bool) -> anyhow::Result<()> {
+    let answer = client::call(admin, "GET", "/api/state", "", None)?;
+    let state: Value = parse("GET", "/api/state", &answer)?;
+    let txns = state
+        .get("transactions")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    if raw_json {
+        println!("{}", serde_json::to_string_pretty(&txns)?);
+        return Ok(());
+    }
+    print!("{}", render::transactions(&txns));
+    Ok(())
+}
+
 /// `ctl follower ID ACTION [VALUE]`.
 pub fn follower(
     admin: &str,

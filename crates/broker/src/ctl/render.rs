@@ -9,6 +9,7 @@
 use std::fmt::Write;
 
 use serde::Serialize;
+use serde_json::Value;
 use timewheel::PendingSnapshot;
 
 use super::{FaultLine, GroupsAnswer, StateAnswer};
@@ -307,6 +308,47 @@ pub(super) fn faults(rules: &[FaultLine]) -> String {
             rule.hits,
             rule.matched,
         );
+    }
+    out
+}
+
+/// `ctl transactions`: one line per transactional id, the open ones with their age
+/// against their timeout.
+pub fn transactions(txns: &Value) -> String {
+    let list = txns.as_array().map(Vec::as_slice).unwrap_or_default();
+    if list.is_empty() {
+        return "no transactional ids\n".to_string();
+    }
+    let mut out = String::new();
+    for t in list {
+        let text = |key: &str| {
+            t.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string()
+        };
+        let number = |key: &str| t.get(key).and_then(Value::as_i64);
+        let partitions: Vec<&str> = t
+            .get("partitions")
+            .and_then(Value::as_array)
+            .map(|ps| ps.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let open = match (number("open_ms"), number("timeout_ms")) {
+            (Some(open), Some(timeout)) => format!(
+                ", open {:.1} s of {:.1} s on [{}]",
+                open as f64 / 1000.0,
+                timeout as f64 / 1000.0,
+                partitions.join(", ")
+            ),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "{}  {}  producer {} epoch {}{open}\n",
+            text("transactional_id"),
+            text("state"),
+            number("producer_id").unwrap_or(-1),
+            number("producer_epoch").unwrap_or(-1),
+        ));
     }
     out
 }
