@@ -15,6 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// threeTransactions is what each producer writes: a commit, an abort, a commit.
+var threeTransactions = []struct {
+	values []string
+	commit bool
+}{
+	{[]string{"committed-1", "committed-2"}, true},
+	{[]string{"aborted-1"}, false},
+	{[]string{"committed-3"}, true},
+}
+
 func TestFranzTransactionsCommitAndAbortAsReadCommittedSeesThem(t *testing.T) {
 	b := startBroker(t)
 	const topic = "go-txn"
@@ -25,14 +35,7 @@ func TestFranzTransactionsCommitAndAbortAsReadCommittedSeesThem(t *testing.T) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, txn := range []struct {
-		values []string
-		commit bool
-	}{
-		{[]string{"committed-1", "committed-2"}, true},
-		{[]string{"aborted-1"}, false},
-		{[]string{"committed-3"}, true},
-	} {
+	for _, txn := range threeTransactions {
 		if err := producer.BeginTransaction(); err != nil {
 			t.Fatalf("BeginTransaction: %v", err)
 		}
@@ -88,14 +91,7 @@ func TestSaramaTransactionsCommitAndAbort(t *testing.T) {
 		t.Fatalf("NewSyncProducer: %v", err)
 	}
 	defer producer.Close()
-	for _, txn := range []struct {
-		values []string
-		commit bool
-	}{
-		{[]string{"committed-1", "committed-2"}, true},
-		{[]string{"aborted-1"}, false},
-		{[]string{"committed-3"}, true},
-	} {
+	for _, txn := range threeTransactions {
 		if err := producer.BeginTxn(); err != nil {
 			t.Fatalf("BeginTxn: %v", err)
 		}
