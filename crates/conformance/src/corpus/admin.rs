@@ -178,7 +178,16 @@ async fn create_partitions_grow(t: &mut Target, c: &Ctx) -> Result<Observation> 
     let resp = create_partitions(t, vec![grow(&topic, 3, Some(&[all, all]))], false).await?;
     o.set("grow", see_result(&resp, &topic));
     t.wait_in_sync(&[&topic]).await?;
-    let meta = t.metadata(&[&topic]).await?;
+    // Kafka's brokers learn of the new partitions from the controller a moment after the
+    // answer: ask until Metadata lists all three (at once here).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut meta = t.metadata(&[&topic]).await?;
+    while meta.topics.first().map_or(0, |m| m.partitions.len()) < 3
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        meta = t.metadata(&[&topic]).await?;
+    }
     if let Some(m) = meta.topics.first() {
         for p in &m.partitions {
             let replicas: Vec<String> = p.replica_nodes.iter().map(|b| b.0.to_string()).collect();
