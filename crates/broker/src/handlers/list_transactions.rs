@@ -27,7 +27,7 @@ pub fn handle(
         .filter(|f| !names.iter().any(|(name, _)| *name == f.as_str()))
         .cloned()
         .collect();
-    let now = txn.now();
+    let now = txn.now_ms();
     let states = txn
         .snapshot()
         .into_iter()

@@ -14,7 +14,8 @@ impl ReplicaManager {
     /// Appends a marker ending `producer_id`'s transaction on `tp`, committed or aborted,
     /// as the leader. Kafka's errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
     /// INVALID_PRODUCER_EPOCH for an epoch older than the partition knows (a fenced
-    /// coordinator), KAFKA_STORAGE_ERROR when `log.memory.max.bytes` is full.
+    /// coordinator). The marker is not refused for `log.memory.max.bytes`: it is one small
+    /// batch that must land for the transaction to end, and it is counted like any append.
     pub fn append_txn_marker(
         &self,
         tp: &TopicPartition,
@@ -27,8 +28,6 @@ impl ReplicaManager {
             .partition(&tp.topic, tp.partition)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         let now = self.now_ms();
-        // A marker is one small batch: it must land even when the memory cap is close, or
-        // the transaction could never end; it is charged like any append.
         let appended = self.update_partition(&handle, |log| {
             log.ensure_leader().map_err(|e| e.error())?;
             log.append_marker(producer_id, producer_epoch, coordinator_epoch, control, now)

@@ -82,13 +82,9 @@ impl TransactionCoordinator {
         coordinator
     }
 
-    fn now_ms(&self) -> u64 {
-        self.rm.upgrade().map_or(0, |rm| rm.now_ms())
-    }
-
     /// The broker clock, as the transactions' start times read it.
-    pub fn now(&self) -> u64 {
-        self.now_ms()
+    pub fn now_ms(&self) -> u64 {
+        self.rm.upgrade().map_or(0, |rm| rm.now_ms())
     }
 
     /// One transactional id's state, if the coordinator knows it.
