@@ -329,3 +329,34 @@ def test_the_stream_count_is_bounded_and_a_closed_stream_frees_its_place():
         for conn, _ in streams:
             conn.close()
         b.stop()
+
+
+def test_a_topic_created_while_the_followers_are_parked_is_replicated_on_a_frozen_clock():
+    """On the manual clock a follower's parked fetch has no timeout to end it. A topic
+    created while the followers wait on another one still gets replicated with the clock
+    untouched: the broker ends their parked fetches once they are told of the topic, and
+    the request log says why."""
+    from confluent_kafka import Producer
+    b = Broker(["--clock", "manual"])
+    try:
+        clock = b.state()["now_ms"]
+        follow_topic(b, "parked-on")
+        delivered = []
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+        p.produce("parked-on", b"first", on_delivery=lambda err, msg: delivered.append(err))
+        assert p.flush(30) == 0 and delivered == [None]
+        wait_for("both followers parked on parked-on", lambda: {
+            r["replica_id"] for r in call(b, "GET", "/api/requests?request=FetchFollower&limit=50")["requests"]
+            if r["state"] == "parked"} == {2, 3})
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("created-later", 1, 3)])["created-later"].result(timeout=30)
+        p.produce("created-later", b"second", on_delivery=lambda err, msg: delivered.append(err))
+        assert p.flush(30) == 0
+        assert delivered == [None, None]
+        assert b.state()["now_ms"] == clock
+        woken = [r for r in call(b, "GET", "/api/requests?request=FetchFollower&done=1&limit=500")["requests"]
+                 if r["cause"]["kind"] == "partitions_changed"]
+        assert {r["replica_id"] for r in woken} == {2, 3}
+        assert "topics changed" in woken[0]["story"]
+    finally:
+        b.stop()

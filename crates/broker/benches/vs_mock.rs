@@ -436,7 +436,7 @@ fn start_ours(variant: &Variant) -> (String, Vec<Stop>) {
 
 /// The two embedded followers, configured as `serve` configures them.
 fn start_followers(
-    rm: &purgatory::replica_manager::ReplicaManager,
+    rm: &std::sync::Arc<purgatory::replica_manager::ReplicaManager>,
     bootstrap: &str,
 ) -> EmbeddedFollowers {
     let template = FollowerConfig {

@@ -43,9 +43,12 @@ impl EmbeddedFollowers {
     }
 
     /// Like [`start`](Self::start), and tells the followers about every topic created or
-    /// deleted on `rm` as it happens (Kafka's controller does this with LeaderAndIsr).
+    /// deleted on `rm` as it happens (Kafka's controller does this with LeaderAndIsr),
+    /// then ends their parked fetches so the next ones name the new partitions (on a
+    /// manual clock a parked fetch would otherwise never end; see
+    /// [`ReplicaManager::wake_follower_fetches`]).
     pub fn start_for(
-        rm: &ReplicaManager,
+        rm: &Arc<ReplicaManager>,
         bootstrap: &str,
         ids: &[i32],
         template: &FollowerConfig,
@@ -53,11 +56,16 @@ impl EmbeddedFollowers {
         let followers = Self::start(bootstrap, ids, template);
         let mut changes = rm.subscribe_topic_changes();
         let watched = followers.clone();
+        let rm = Arc::downgrade(rm);
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 for h in watched.inner.read().values() {
                     h.refresh_metadata();
                 }
+                match rm.upgrade() {
+                    Some(rm) => rm.wake_follower_fetches(),
+                    None => break,
+                };
             }
         });
         followers

@@ -90,6 +90,9 @@ pub enum Cause {
         /// The high watermark after the shrink.
         high_watermark: i64,
     },
+    /// Topics were created or deleted: a parked follower fetch ends so that the
+    /// follower's next fetch names the partitions it was just told of.
+    PartitionsChanged,
     /// The timeout fired in the timing wheel.
     Expired,
     /// Completed with an error (the Kafka error code).

@@ -244,12 +244,17 @@ impl Cluster {
         *node.fetchers.lock() = fetchers;
     }
 
-    /// Tells every fetcher to re-read Metadata now: leaders or partitions changed.
+    /// Tells every fetcher to re-read Metadata now: leaders or partitions changed. Then
+    /// ends their parked fetches, so the next ones name the new partitions (see
+    /// [`ReplicaManager::wake_follower_fetches`]).
     fn nudge_fetchers(&self) {
         for node in self.nodes.values() {
             for f in node.fetchers.lock().iter() {
                 f.refresh_metadata();
             }
+        }
+        for node in self.nodes.values() {
+            node.broker.replica_manager().wake_follower_fetches();
         }
     }
 

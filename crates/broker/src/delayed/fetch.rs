@@ -25,6 +25,7 @@ use timewheel::{Completion, DelayedOperation};
 use super::{ended_by, Once, OpMeta, TRACE_TARGET};
 use crate::partition::{PartitionHandle, TopicPartition};
 use crate::replica_manager::fetch::{can_respond_now, read_from_local_log};
+use crate::replica_manager::WakeWatch;
 use crate::request::Cause;
 
 /// Consumer fetches are logged at info; followers long-poll all the time, so their parked
@@ -127,6 +128,8 @@ pub struct DelayedFetch {
     params: FetchParams,
     partitions: Vec<FetchPartitionStatus>,
     respond: Once<FetchCompletion>,
+    /// A follower's fetch also ends when topics change (`follower_wakeups.rs`).
+    wake: Option<WakeWatch>,
 }
 
 impl DelayedFetch {
@@ -142,7 +145,14 @@ impl DelayedFetch {
             params,
             partitions,
             respond: Once::new(respond),
+            wake: None,
         }
+    }
+
+    /// Also completes once `wake` says the followed partitions changed.
+    pub fn woken_by(mut self, wake: WakeWatch) -> Self {
+        self.wake = Some(wake);
+        self
     }
 
     /// Who asked and when it times out.
@@ -201,16 +211,18 @@ impl DelayedOperation for DelayedFetch {
     type Cause = Cause;
 
     fn try_complete(&self) -> bool {
-        can_respond_now(&self.params, &self.partitions)
+        self.wake.as_ref().is_some_and(WakeWatch::woken)
+            || can_respond_now(&self.params, &self.partitions)
     }
 
     fn on_complete(&self, how: Completion<Cause>) {
-        let expired = matches!(how, Completion::Expired);
         let results = read_from_local_log(&self.params, &self.partitions);
-        let why = if expired {
-            "expired: max_wait_ms passed"
-        } else {
-            "min_bytes available"
+        let why = match &how {
+            Completion::Expired => "expired: max_wait_ms passed",
+            Completion::Satisfied(Cause::PartitionsChanged) => {
+                "the followed partitions changed: the next fetch names them"
+            }
+            _ => "min_bytes available",
         };
         fetch_event!(
             self.params.is_from_follower(),

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use replog::{ReadBound, ReadError};
 
-use super::ReplicaManager;
+use super::{ReplicaManager, WakeWatch};
 use crate::delayed::{
     DelayedFetch, FetchCallback, FetchCompletion, FetchParams, FetchPartitionData,
     FetchPartitionStatus, OpMeta,
@@ -102,7 +102,11 @@ impl ReplicaManager {
             })
             .collect();
         let wait = (params.min_bytes, params.max_wait_ms);
-        if params.max_wait_ms == 0 || can_respond_now(&params, &statuses) {
+        // A follower fetch built before the follower heard of new partitions is not
+        // parked (follower_wakeups.rs).
+        let missed_wake =
+            params.is_from_follower() && self.follower_wakeups.missed_by(params.replica_id);
+        if params.max_wait_ms == 0 || missed_wake || can_respond_now(&params, &statuses) {
             let notes = statuses.iter().map(note_of);
             self.telemetry
                 .note_fetch(ctx.trace, params.replica_id, wait, notes, None);
@@ -131,7 +135,10 @@ impl ReplicaManager {
             telemetry.fetch_completed(trace, cause, from_follower, errors);
             respond(results);
         });
-        let op = DelayedFetch::new(meta, params, statuses, completion);
+        let mut op = DelayedFetch::new(meta, params, statuses, completion);
+        if params.is_from_follower() {
+            op = op.woken_by(WakeWatch::new(&self.follower_wakeups));
+        }
         let keys = op.keys();
         op.log_created(&keys);
         self.fetch_purgatory

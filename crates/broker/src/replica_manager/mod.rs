@@ -44,12 +44,15 @@ mod delete_records;
 #[cfg(test)]
 mod delete_records_tests;
 pub(crate) mod fetch;
+mod follower_wakeups;
 mod markers;
 mod roles;
 pub use delete_records::MAX_DELETE_RECORDS_TIMEOUT_MS;
 pub use fetch::{FetchPartitionRequest, MAX_FETCH_WAIT_MS};
 pub mod log_memory;
 pub mod producer_ids;
+
+pub use follower_wakeups::{FollowerWakeups, WakeWatch};
 
 pub use append::AppendOrigin;
 pub use create_partitions::assignment_count_error;
@@ -134,6 +137,8 @@ pub struct ReplicaManager {
     pub faults: Arc<Faults>,
     /// Held while a topic's configs are read, changed and applied ([`BrokerShared`]).
     pub(crate) config_writes: Arc<Mutex<()>>,
+    /// Wakes of parked follower fetches when topics change (`follower_wakeups.rs`).
+    pub(crate) follower_wakeups: Arc<FollowerWakeups>,
     cluster_id: String,
     bound_port: OnceLock<i32>,
     /// The cluster this broker belongs to, when it runs with others (`--brokers N`).
@@ -186,6 +191,7 @@ impl ReplicaManager {
             telemetry: Arc::new(Telemetry::default()),
             faults,
             config_writes,
+            follower_wakeups: Arc::default(),
             cluster_id: "purgatory-cluster".to_string(),
             bound_port: OnceLock::new(),
             cluster: OnceLock::new(),

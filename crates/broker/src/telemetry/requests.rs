@@ -304,6 +304,9 @@ impl RequestEntry {
                     Cause::IsrShrink { high_watermark } => {
                         format!("ISR shrink moved HW to {high_watermark} → completed")
                     }
+                    Cause::PartitionsChanged => {
+                        "topics changed → answered, so the next fetch names them".to_string()
+                    }
                     Cause::Error(_) => "completed with an error".to_string(),
                     Cause::Unknown | Cause::Immediate => "completed".to_string(),
                 };
@@ -581,6 +584,7 @@ fn cause_view(cause: Cause) -> CauseView {
             v.kind = "isr_shrink";
             v.high_watermark = Some(high_watermark);
         }
+        Cause::PartitionsChanged => v.kind = "partitions_changed",
         Cause::Expired => v.kind = "expired",
         Cause::Error(code) => {
             v.kind = "error";
