@@ -141,6 +141,13 @@ pub struct BrokerConfig {
     /// How long an offset commit or a group metadata write waits for replication (acks=-1).
     #[serde(rename = "offsets.commit.timeout.ms")]
     pub offsets_commit_timeout_ms: i32,
+    /// Partitions of `__transaction_state`, where the transaction coordinator keeps each
+    /// transactional id's state (the id's partition: its Java hash modulo this).
+    #[serde(rename = "transaction.state.log.num.partitions")]
+    pub transaction_state_log_num_partitions: i32,
+    /// Replicas of `__transaction_state` (capped by the replicas this broker has).
+    #[serde(rename = "transaction.state.log.replication.factor")]
+    pub transaction_state_log_replication_factor: i16,
     /// The longest `transaction.timeout.ms` a transactional producer may ask for
     /// (INVALID_TRANSACTION_TIMEOUT past it).
     #[serde(rename = "transaction.max.timeout.ms")]
@@ -204,6 +211,8 @@ impl Default for BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             offsets_commit_timeout_ms: 5_000,
+            transaction_state_log_num_partitions: 50,
+            transaction_state_log_replication_factor: 3,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             transaction_coordinator_max_transactional_ids: 100_000,
@@ -271,6 +280,12 @@ impl BrokerConfig {
         }
         if self.group_initial_rebalance_delay_ms < 0 || self.offsets_commit_timeout_ms < 0 {
             bail!("group.initial.rebalance.delay.ms and offsets.commit.timeout.ms must be >= 0");
+        }
+        if !(1..=crate::topics::MAX_PARTITIONS_PER_TOPIC)
+            .contains(&self.transaction_state_log_num_partitions)
+            || self.transaction_state_log_replication_factor < 1
+        {
+            bail!("transaction.state.log.num.partitions must be 1 to 10000 and transaction.state.log.replication.factor at least 1");
         }
         if self.transaction_max_timeout_ms < 1
             || self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1

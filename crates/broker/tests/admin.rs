@@ -222,7 +222,9 @@ async fn list_offsets_reads_the_whole_log_for_replicas_and_answers_no_epoch_when
 async fn init_producer_id_with_an_empty_transactional_id_is_an_invalid_request() {
     // Kafka 4.4 answers INVALID_REQUEST for "" (not null); a real transactional id gets a
     // producer id and epoch 0 from the transaction coordinator, a second init epoch 1.
-    let tb = TestBroker::start_manual(|_| {}).await;
+    // This broker has no followers, so `__transaction_state` has only its leader (with
+    // three replicas its first write would wait for followers that never come).
+    let tb = TestBroker::start_manual(|c| c.transaction_state_log_replication_factor = 1).await;
     let mut conn = KafkaConnection::connect(&tb.bootstrap()).await.unwrap();
     let ask = |id: Option<&str>| {
         InitProducerIdRequest::default()

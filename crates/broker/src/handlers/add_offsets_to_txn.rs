@@ -7,27 +7,34 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
 use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
 
-use super::RequestContext;
+use super::{Reply, RequestContext};
 use crate::txn::TransactionCoordinator;
 
-/// Handles an AddOffsetsToTxn request.
+/// Handles an AddOffsetsToTxn request: answered once the transaction's new state is
+/// written to `__transaction_state`.
 pub fn handle(
     txn: &Arc<TransactionCoordinator>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AddOffsetsToTxnRequest,
-) -> ResponseKind {
-    let outcome = if req.group_id.is_empty() {
-        Err(ResponseError::InvalidGroupId)
-    } else {
-        txn.add_offsets(
-            req.transactional_id.as_str(),
-            req.producer_id.0,
-            req.producer_epoch,
-            req.group_id.as_str(),
-        )
+) -> Reply {
+    let answer = |code: i16| {
+        ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
     };
-    ResponseKind::AddOffsetsToTxn(
-        AddOffsetsToTxnResponse::default().with_error_code(outcome.err().map_or(0, |e| e.code())),
-    )
+    if req.group_id.is_empty() {
+        return Reply::now(answer(ResponseError::InvalidGroupId.code()));
+    }
+    let (tx, rx) = oneshot::channel();
+    txn.add_offsets(
+        ctx,
+        req.transactional_id.as_str(),
+        req.producer_id.0,
+        req.producer_epoch,
+        req.group_id.as_str(),
+        Box::new(move |outcome| {
+            let _ = tx.send(answer(outcome.err().map_or(0, |e| e.code())));
+        }),
+    );
+    Reply::from_callback(rx)
 }

@@ -8,6 +8,7 @@
 //! added); a refusal of the whole request (a fenced producer, a transaction still ending)
 //! is given on every partition. v4+ (brokers verifying for each other) is not served.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -17,19 +18,21 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ResponseKind,
 };
 use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
 
-use super::RequestContext;
+use super::{Reply, RequestContext};
 use crate::partition::TopicPartition;
 use crate::replica_manager::ReplicaManager;
 use crate::txn::TransactionCoordinator;
 
-/// Handles an AddPartitionsToTxn request.
+/// Handles an AddPartitionsToTxn request: answered once the transaction's new state is
+/// written to `__transaction_state` (at once if the request is refused first).
 pub fn handle(
     rm: &Arc<ReplicaManager>,
     txn: &Arc<TransactionCoordinator>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
-) -> ResponseKind {
+) -> Reply {
     let partitions: Vec<TopicPartition> = req
         .v3_and_below_topics
         .iter()
@@ -39,23 +42,43 @@ pub fn handle(
                 .map(|&p| TopicPartition::new(t.name.0.as_str(), p))
         })
         .collect();
-    let unknown = |tp: &TopicPartition| rm.partition(&tp.topic, tp.partition).is_none();
-    let outcome = if partitions.iter().any(unknown) {
-        None
-    } else {
-        Some(txn.add_partitions(
-            req.v3_and_below_transactional_id.as_str(),
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
-            &partitions,
-        ))
-    };
-    let code = |tp: &TopicPartition| match &outcome {
-        None if unknown(tp) => ResponseError::UnknownTopicOrPartition.code(),
-        None => ResponseError::OperationNotAttempted.code(),
-        Some(Ok(())) => 0,
-        Some(Err(e)) => e.code(),
-    };
+    let unknown: HashSet<TopicPartition> = partitions
+        .iter()
+        .filter(|tp| rm.partition(&tp.topic, tp.partition).is_none())
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        let code = |tp: &TopicPartition| {
+            if unknown.contains(tp) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        };
+        return Reply::now(answer(&req, code));
+    }
+    let (tx, rx) = oneshot::channel();
+    let id = req.v3_and_below_transactional_id.to_string();
+    let (producer_id, epoch) = (
+        req.v3_and_below_producer_id.0,
+        req.v3_and_below_producer_epoch,
+    );
+    txn.add_partitions(
+        ctx,
+        &id,
+        producer_id,
+        epoch,
+        &partitions,
+        Box::new(move |outcome| {
+            let code = outcome.err().map_or(0, |e| e.code());
+            let _ = tx.send(answer(&req, |_| code));
+        }),
+    );
+    Reply::from_callback(rx)
+}
+
+/// The answer to `req`, each partition with the code `code` gives it.
+fn answer(req: &AddPartitionsToTxnRequest, code: impl Fn(&TopicPartition) -> i16) -> ResponseKind {
     let results = req
         .v3_and_below_topics
         .iter()

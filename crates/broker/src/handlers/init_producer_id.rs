@@ -16,7 +16,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
+use tokio::sync::oneshot;
+
+use super::{Reply, RequestContext};
 use crate::replica_manager::ReplicaManager;
 use crate::txn::TransactionCoordinator;
 
@@ -26,7 +28,7 @@ pub fn handle(
     txn: &Arc<TransactionCoordinator>,
     ctx: &RequestContext,
     req: InitProducerIdRequest,
-) -> ResponseKind {
+) -> Reply {
     let response = InitProducerIdResponse::default();
     let refused = |error: ResponseError| {
         ResponseKind::InitProducerId(
@@ -40,17 +42,29 @@ pub fn handle(
         None => {}
         // Kafka's transaction coordinator refuses an empty (not null) transactional id as
         // a malformed request before anything else.
-        Some("") => return refused(ResponseError::InvalidRequest),
+        Some("") => return Reply::now(refused(ResponseError::InvalidRequest)),
         Some(id) => {
             let allocate = || rm.producer_ids.allocate().0;
-            return match txn.init_producer_id(ctx, id, req.transaction_timeout_ms, allocate) {
-                Ok((producer_id, epoch)) => ResponseKind::InitProducerId(
-                    response
-                        .with_producer_id(ProducerId(producer_id))
-                        .with_producer_epoch(epoch),
-                ),
-                Err(e) => refused(e),
-            };
+            let (tx, rx) = oneshot::channel();
+            txn.init_producer_id(
+                ctx,
+                id,
+                req.transaction_timeout_ms,
+                allocate,
+                Box::new(move |outcome| {
+                    let response = InitProducerIdResponse::default();
+                    let _ = tx.send(ResponseKind::InitProducerId(match outcome {
+                        Ok((producer_id, epoch)) => response
+                            .with_producer_id(ProducerId(producer_id))
+                            .with_producer_epoch(epoch),
+                        Err(e) => response
+                            .with_error_code(e.code())
+                            .with_producer_id(ProducerId(-1))
+                            .with_producer_epoch(-1),
+                    }));
+                }),
+            );
+            return Reply::from_callback(rx);
         }
     }
     let result = if ctx.api_version >= 3 && req.producer_id.0 >= 0 {
@@ -59,7 +73,7 @@ pub fn handle(
     } else {
         Ok(rm.producer_ids.allocate())
     };
-    ResponseKind::InitProducerId(match result {
+    Reply::now(ResponseKind::InitProducerId(match result {
         Ok((id, epoch)) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),
@@ -67,5 +81,5 @@ pub fn handle(
             .with_error_code(e.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1),
-    })
+    }))
 }

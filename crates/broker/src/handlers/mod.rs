@@ -166,16 +166,13 @@ impl KafkaApis {
             RequestKind::Fetch(r) => fetch::handle(rm, ctx, r),
             RequestKind::ListOffsets(r) => Reply::now(list_offsets::handle(rm, ctx, r)),
             RequestKind::InitProducerId(r) => {
-                Reply::now(init_producer_id::handle(rm, &self.txn_coordinator, ctx, r))
+                init_producer_id::handle(rm, &self.txn_coordinator, ctx, r)
             }
-            RequestKind::AddPartitionsToTxn(r) => Reply::now(add_partitions_to_txn::handle(
-                rm,
-                &self.txn_coordinator,
-                ctx,
-                r,
-            )),
+            RequestKind::AddPartitionsToTxn(r) => {
+                add_partitions_to_txn::handle(rm, &self.txn_coordinator, ctx, r)
+            }
             RequestKind::AddOffsetsToTxn(r) => {
-                Reply::now(add_offsets_to_txn::handle(&self.txn_coordinator, ctx, r))
+                add_offsets_to_txn::handle(&self.txn_coordinator, ctx, r)
             }
             RequestKind::TxnOffsetCommit(r) => {
                 Reply::now(txn_offset_commit::handle(rm, &self.txn_coordinator, ctx, r))

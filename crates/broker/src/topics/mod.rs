@@ -31,7 +31,7 @@ use crate::partition::{PartitionHandle, TopicPartition};
 pub use config::{ConfigEntry, ConfigSource, ConfigSynonym, ConfigType, TopicConfig};
 
 /// Kafka's internal topics, flagged `is_internal` in Metadata.
-pub const INTERNAL_TOPICS: &[&str] = &[OFFSETS_TOPIC, "__transaction_state"];
+pub const INTERNAL_TOPICS: &[&str] = &[OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC];
 
 /// Where the group coordinator keeps group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -47,6 +47,24 @@ pub fn offsets_topic(broker: &BrokerConfig) -> NewTopic {
         name: OFFSETS_TOPIC.to_string(),
         partitions: broker.offsets_topic_num_partitions,
         replication_factor: broker.offsets_topic_replication_factor.min(replicas),
+        configs: vec![(config::CLEANUP_POLICY.to_string(), "compact".to_string())],
+    }
+}
+
+/// The transaction coordinator's log.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+/// `__transaction_state` as this broker creates it: `transaction.state.log.num.partitions`
+/// partitions, compacted, with `transaction.state.log.replication.factor` replicas (at
+/// most the replicas there are).
+pub fn transaction_state_topic(broker: &BrokerConfig) -> NewTopic {
+    let replicas = (broker.follower_count + 1).clamp(1, i32::from(i16::MAX)) as i16;
+    NewTopic {
+        name: TRANSACTION_STATE_TOPIC.to_string(),
+        partitions: broker.transaction_state_log_num_partitions,
+        replication_factor: broker
+            .transaction_state_log_replication_factor
+            .min(replicas),
         configs: vec![(config::CLEANUP_POLICY.to_string(), "compact".to_string())],
     }
 }

@@ -21,9 +21,14 @@
 //! the check runs every `transaction.abort.timed.out.transaction.cleanup.interval.ms` on
 //! the broker's timer, so a manual clock drives it.
 //!
-//! Not here yet: the state is kept in memory, not in `__transaction_state`, and a marker
-//! for a partition led by another broker of a cluster is not written.
+//! Every change of an id's state is written first to `__transaction_state` ([`log`]) with
+//! acks=-1, and the request that made it is answered once the record is replicated.
+//!
+//! Not here yet: the state is not read back from `__transaction_state` (with one broker
+//! nothing moves the coordinator), and a marker for a partition led by another broker of a
+//! cluster is not written.
 
+pub mod log;
 pub mod metadata;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +49,11 @@ pub use metadata::{PendingOffsets, TxnMetadata, TxnOffset, TxnState};
 
 /// Tracing target of the coordinator's decisions.
 pub const TRACE_TARGET: &str = "purgatory::txn";
+
+/// Where an InitProducerId's answer goes: the producer id and epoch.
+pub type InitCallback = Box<dyn FnOnce(Result<(i64, i16), ResponseError>) + Send>;
+
+pub use log::WriteCallback;
 
 /// Where an EndTxn's answer goes.
 pub type EndTxnCallback = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
@@ -101,7 +111,33 @@ impl TransactionCoordinator {
         transactional_id: &str,
         timeout_ms: i32,
         allocate: impl Fn() -> i64,
-    ) -> Result<(i64, i16), ResponseError> {
+        reply: InitCallback,
+    ) {
+        match self.init_locked(ctx, transactional_id, timeout_ms, allocate) {
+            Ok(meta) => {
+                let Some(rm) = self.rm.upgrade() else {
+                    return reply(Err(ResponseError::CoordinatorNotAvailable));
+                };
+                let (producer_id, epoch) = (meta.producer_id, meta.producer_epoch);
+                log::write(
+                    &rm,
+                    ctx,
+                    &meta,
+                    Box::new(move |written| reply(written.map(|()| (producer_id, epoch)))),
+                );
+            }
+            Err(e) => reply(Err(e)),
+        }
+    }
+
+    /// InitProducerId's change of state, under the lock: the state to write.
+    fn init_locked(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        transactional_id: &str,
+        timeout_ms: i32,
+        allocate: impl Fn() -> i64,
+    ) -> Result<TxnMetadata, ResponseError> {
         let timeout_ms = match u64::try_from(timeout_ms) {
             Ok(ms) if (1..=self.max_timeout_ms).contains(&ms) => ms,
             _ => return Err(ResponseError::InvalidTransactionTimeout),
@@ -145,22 +181,26 @@ impl TransactionCoordinator {
         meta.state = TxnState::Empty;
         meta.updated_ms = now;
         info!(target: TRACE_TARGET, transactional_id, producer_id = meta.producer_id, epoch = meta.producer_epoch, "producer initialised");
-        Ok((meta.producer_id, meta.producer_epoch))
+        Ok(meta.clone())
     }
 
     /// AddPartitionsToTxn: `partitions` join the open transaction (opening one if none
     /// is). Every partition answers the same error if the request as a whole is refused.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_partitions(
         &self,
+        ctx: &RequestContext,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &[TopicPartition],
-    ) -> Result<(), ResponseError> {
+        reply: WriteCallback,
+    ) {
         let now = self.now_ms();
-        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+        let changed = self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
             meta.add(partitions, now)
-        })
+        });
+        self.write_then(ctx, changed, reply);
     }
 
     /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`. One transaction
@@ -168,14 +208,16 @@ impl TransactionCoordinator {
     /// COORDINATOR_NOT_AVAILABLE), so a client cannot grow it without bound.
     pub fn add_offsets(
         &self,
+        ctx: &RequestContext,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         group_id: &str,
-    ) -> Result<(), ResponseError> {
+        reply: WriteCallback,
+    ) {
         let now = self.now_ms();
         let max_groups = self.max_groups_per_txn;
-        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
+        let changed = self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
             if !meta.groups.contains_key(group_id) && meta.groups.len() >= max_groups {
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
@@ -188,7 +230,23 @@ impl TransactionCoordinator {
                     offsets: BTreeMap::new(),
                 });
             Ok(())
-        })
+        });
+        self.write_then(ctx, changed, reply);
+    }
+
+    /// Writes the state `changed` left (if it succeeded) to `__transaction_state`, then
+    /// tells `reply`.
+    fn write_then(
+        &self,
+        ctx: &RequestContext,
+        changed: Result<TxnMetadata, ResponseError>,
+        reply: WriteCallback,
+    ) {
+        match (changed, self.rm.upgrade()) {
+            (Ok(meta), Some(rm)) => log::write(&rm, ctx, &meta, reply),
+            (Ok(_), None) => reply(Err(ResponseError::CoordinatorNotAvailable)),
+            (Err(e), _) => reply(Err(e)),
+        }
     }
 
     /// TxnOffsetCommit: offsets of `group_id` held by the transaction until it ends.
@@ -217,6 +275,7 @@ impl TransactionCoordinator {
             pending.offsets.extend(offsets);
             Ok(())
         })
+        .map(drop)
     }
 
     /// Whether a transactional batch of (`producer_id`, `producer_epoch`) may go to
@@ -325,18 +384,46 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         change: impl FnOnce(&mut TxnMetadata) -> Result<(), ResponseError>,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<TxnMetadata, ResponseError> {
         let mut txns = self.txns.lock();
         let meta = txns
             .get_mut(transactional_id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?;
         meta.check_producer(producer_id, producer_epoch)?;
-        change(meta)
+        change(meta)?;
+        Ok(meta.clone())
     }
 
     /// Writes the markers of `ending` and, once the last is replicated, completes the
     /// transaction (committing its group offsets if it commits) and tells `reply`.
     fn write_markers(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        ending: Ending,
+        reply: EndTxnCallback,
+    ) {
+        let Some(rm) = self.rm.upgrade() else {
+            return reply(Err(ResponseError::CoordinatorNotAvailable));
+        };
+        // The decision is written first (Kafka's PrepareCommit / PrepareAbort): once it is
+        // replicated, the markers go out. A coordinator that cannot write it answers
+        // COORDINATOR_NOT_AVAILABLE and the transaction stays as it is; a retry finds it.
+        let me = self.clone();
+        let ctx_after = ctx.clone();
+        let prepared = ending.prepared.clone();
+        log::write(
+            &rm,
+            ctx,
+            &prepared,
+            Box::new(move |written| match written {
+                Ok(()) => me.markers_after_prepare(&ctx_after, ending, reply),
+                Err(e) => reply(Err(e)),
+            }),
+        );
+    }
+
+    /// The markers of `ending`, its Prepare state written.
+    fn markers_after_prepare(
         self: &Arc<Self>,
         ctx: &RequestContext,
         ending: Ending,
@@ -437,6 +524,18 @@ impl TransactionCoordinator {
             };
             let offsets = std::mem::take(&mut meta.groups);
             meta.complete(now);
+            if let Some(rm) = self.rm.upgrade() {
+                log::write(
+                    &rm,
+                    ctx,
+                    meta,
+                    Box::new(|written| {
+                        if let Err(e) = written {
+                            warn!(target: TRACE_TARGET, ?e, "a transaction's Complete state was not written");
+                        }
+                    }),
+                );
+            }
             offsets
         };
         info!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, commit = ending.commit, partitions = ending.partitions.len(), "transaction complete");
@@ -509,6 +608,8 @@ impl TransactionCoordinator {
 
 /// What the markers of an ending transaction need to know.
 struct Ending {
+    /// The state to write first: PrepareCommit or PrepareAbort.
+    prepared: TxnMetadata,
     transactional_id: String,
     producer_id: i64,
     producer_epoch: i16,
@@ -519,6 +620,7 @@ struct Ending {
 impl Ending {
     fn of(meta: &TxnMetadata) -> Ending {
         Ending {
+            prepared: meta.clone(),
             transactional_id: meta.transactional_id.clone(),
             producer_id: meta.producer_id,
             producer_epoch: meta.producer_epoch,

@@ -172,6 +172,7 @@ fn hostile_txn_request(rng: &mut StdRng, api: ApiKey, seen: &Seen) -> Option<Req
 fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_bound() {
     let config = manual_config(|c| {
         c.offsets_topic_replication_factor = 1;
+        c.transaction_state_log_replication_factor = 1;
         c.offsets_topic_num_partitions = 3;
         c.default_replication_factor = 1;
         c.transaction_coordinator_max_transactional_ids = MAX_IDS;

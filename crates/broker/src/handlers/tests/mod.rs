@@ -81,12 +81,14 @@ fn context(client_id: &str, correlation_id: i32, version: i16) -> RequestContext
     }
 }
 
-/// A manual clock; groups complete their first rebalance on the next timer advance and
-/// `__consumer_offsets` has one replica, so its appends are replicated at once.
+/// A manual clock; groups complete their first rebalance on the next timer advance, and
+/// `__consumer_offsets` and `__transaction_state` have one replica, so their appends are
+/// replicated at once.
 fn group_test_config() -> BrokerConfig {
     manual_config(|c| {
         c.group_initial_rebalance_delay_ms = 0;
         c.offsets_topic_replication_factor = 1;
+        c.transaction_state_log_replication_factor = 1;
     })
 }
 

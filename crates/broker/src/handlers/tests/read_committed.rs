@@ -133,7 +133,7 @@ fn latest(apis: &KafkaApis, topic: &str, isolation_level: i8) -> i64 {
 
 #[test]
 fn an_open_transaction_hides_its_records_and_everything_after_from_read_committed() {
-    let apis = manual_apis();
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     topic(&apis, "txn");
     let mut p = init(&apis, "t1");
     assert_eq!(produce_to(&apis, "txn", one_record_batch()), 0); // 0
@@ -172,7 +172,7 @@ fn an_open_transaction_hides_its_records_and_everything_after_from_read_committe
 
 #[test]
 fn an_aborted_transaction_is_listed_so_the_consumer_drops_its_records() {
-    let apis = manual_apis();
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     topic(&apis, "aborts");
     let mut p = init(&apis, "t2");
     assert_eq!(add(&apis, &p, "aborts"), 0);
@@ -188,7 +188,7 @@ fn an_aborted_transaction_is_listed_so_the_consumer_drops_its_records() {
 
 #[test]
 fn a_parked_read_committed_fetch_wakes_when_the_marker_moves_the_lso() {
-    let apis = manual_apis();
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
     topic(&apis, "waits");
     let mut p = init(&apis, "t3");
     assert_eq!(add(&apis, &p, "waits"), 0);
@@ -272,4 +272,46 @@ fn offsets_sent_to_a_transaction_are_unstable_until_it_commits() {
     );
     assert_eq!(end(&apis, &p, true), 0);
     assert_eq!(fetch_offset(&apis, "ctp", "source", true), (0, 42));
+}
+
+#[test]
+fn every_change_of_a_transaction_is_a_record_in_its_transaction_state_partition() {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "logged");
+    let mut p = init(&apis, "t5");
+    assert_eq!(add(&apis, &p, "logged"), 0);
+    let batch = transactional(&mut p, 1);
+    assert_eq!(produce_to(&apis, "logged", batch), 0);
+    assert_eq!(end(&apis, &p, true), 0);
+    let rm = &apis.replica_manager;
+    let log_topic = rm
+        .topic("__transaction_state")
+        .expect("created on first use");
+    assert_eq!(log_topic.partitions.len(), 50);
+    let tp = crate::txn::log::partition_for(rm, "t5");
+    assert_eq!(
+        tp.partition,
+        crate::coordinator::records::partition_for("t5", 50)
+    );
+    let handle = rm
+        .partition(&tp.topic, tp.partition)
+        .expect("the id's partition");
+    let read = handle
+        .lock()
+        .read(0, usize::MAX, replog::ReadBound::HighWatermark)
+        .expect("readable");
+    let mut buf = read.records.clone();
+    let mut states = Vec::new();
+    while !buf.is_empty() {
+        let set = RecordBatchDecoder::decode(&mut buf).expect("a record batch");
+        for r in set.records {
+            assert_eq!(r.key.as_deref(), Some(&crate::txn::log::key("t5")[..]));
+            // The value: version (2), producer id (8), epoch (2), timeout (4), then the state.
+            let value = r.value.expect("a value");
+            states.push(value[16]);
+        }
+    }
+    // Empty (InitProducerId), Ongoing (AddPartitionsToTxn), PrepareCommit, CompleteCommit.
+    assert_eq!(states, vec![0, 1, 2, 4]);
 }
