@@ -23,7 +23,7 @@ use controller::{Change, PartitionState, TopicPartition as ControllerTp};
 use tracing::{info, warn};
 
 use super::Cluster;
-use crate::topics::OFFSETS_TOPIC;
+use crate::topics::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 
 impl Cluster {
     /// Makes every live broker take the roles `changes` give it, then has the fetchers
@@ -103,6 +103,14 @@ impl Cluster {
                 coordinator.load_groups(&handle);
             } else {
                 coordinator.unload_groups(tp.partition);
+            }
+        }
+        if tp.topic == TRANSACTION_STATE_TOPIC && was_leader != leads {
+            let coordinator = node.broker.txn_coordinator();
+            if leads {
+                coordinator.load_transactions(&handle);
+            } else {
+                coordinator.unload_transactions(tp.partition);
             }
         }
     }

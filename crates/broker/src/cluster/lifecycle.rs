@@ -24,7 +24,7 @@ use controller::Change;
 use tracing::info;
 
 use super::Cluster;
-use crate::topics::OFFSETS_TOPIC;
+use crate::topics::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 
 /// Why a lifecycle call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +205,11 @@ impl Cluster {
         if let Some(offsets) = rm.topic(OFFSETS_TOPIC) {
             for p in 0..offsets.partitions.len() as i32 {
                 node.broker.group_coordinator().unload_groups(p);
+            }
+        }
+        if let Some(state) = rm.topic(TRANSACTION_STATE_TOPIC) {
+            for p in 0..state.partitions.len() as i32 {
+                node.broker.txn_coordinator().unload_transactions(p);
             }
         }
     }

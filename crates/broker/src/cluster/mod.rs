@@ -73,6 +73,31 @@ pub trait ClusterLink: Send + Sync {
     ) -> Result<(), TopicError>;
     /// Broker `leader` changed the ISR of `tp` to `isr` (Kafka's AlterPartition).
     fn isr_changed(&self, leader: i32, tp: &TopicPartition, isr: Vec<i32>);
+    /// Broker `id`, alive or not: what one broker's coordinators call on another's (a
+    /// transaction marker on the partition it leads, a group's offsets a transaction
+    /// commits). Kafka sends these as requests between brokers (WriteTxnMarkers); here the
+    /// brokers share a process.
+    fn node(&self, id: i32) -> Option<NodeRef>;
+    /// Every broker, alive or not.
+    fn nodes(&self) -> Vec<NodeRef>;
+}
+
+/// One broker's replica manager and coordinators, as [`ClusterLink::node`] hands them out.
+#[derive(Clone)]
+pub struct NodeRef {
+    pub rm: Arc<ReplicaManager>,
+    pub groups: Arc<crate::coordinator::GroupCoordinator>,
+    pub txn: Arc<crate::txn::TransactionCoordinator>,
+}
+
+impl NodeRef {
+    fn of(broker: &Broker) -> NodeRef {
+        NodeRef {
+            rm: broker.replica_manager().clone(),
+            groups: broker.group_coordinator().clone(),
+            txn: broker.txn_coordinator().clone(),
+        }
+    }
 }
 
 /// One broker of the cluster.
@@ -271,6 +296,17 @@ pub(crate) fn topic_error(e: controller::Error) -> TopicError {
 }
 
 impl ClusterLink for Cluster {
+    fn node(&self, id: i32) -> Option<NodeRef> {
+        self.nodes.get(&id).map(|n| NodeRef::of(&n.broker))
+    }
+
+    fn nodes(&self) -> Vec<NodeRef> {
+        self.nodes
+            .values()
+            .map(|n| NodeRef::of(&n.broker))
+            .collect()
+    }
+
     fn brokers(&self) -> Vec<(i32, String, i32)> {
         // Live brokers only, as Kafka's Metadata lists the unfenced ones.
         let controller = self.controller.lock();

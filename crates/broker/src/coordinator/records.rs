@@ -187,17 +187,17 @@ pub fn batch(records: &[(Bytes, Option<Bytes>)], timestamp_ms: i64) -> anyhow::R
 
 // ------------------------------------------------------------------------- decoding
 
-fn get_i16(buf: &mut Bytes) -> anyhow::Result<i16> {
+pub(crate) fn get_i16(buf: &mut Bytes) -> anyhow::Result<i16> {
     ensure!(buf.remaining() >= 2, "truncated");
     Ok(buf.get_i16())
 }
 
-fn get_i32(buf: &mut Bytes) -> anyhow::Result<i32> {
+pub(crate) fn get_i32(buf: &mut Bytes) -> anyhow::Result<i32> {
     ensure!(buf.remaining() >= 4, "truncated");
     Ok(buf.get_i32())
 }
 
-fn get_i64(buf: &mut Bytes) -> anyhow::Result<i64> {
+pub(crate) fn get_i64(buf: &mut Bytes) -> anyhow::Result<i64> {
     ensure!(buf.remaining() >= 8, "truncated");
     Ok(buf.get_i64())
 }
@@ -213,7 +213,7 @@ fn get_nullable_string(buf: &mut Bytes) -> anyhow::Result<Option<String>> {
     Ok(Some(s.to_string()))
 }
 
-fn get_string(buf: &mut Bytes) -> anyhow::Result<String> {
+pub(crate) fn get_string(buf: &mut Bytes) -> anyhow::Result<String> {
     get_nullable_string(buf)?.context("null where a string is required")
 }
 

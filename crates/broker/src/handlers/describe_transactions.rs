@@ -1,7 +1,8 @@
 //! DescribeTransactions (API key 65, v0): each transactional id's state, as
 //! `kafka-transactions.sh describe` prints it: its producer id and epoch, its state by
 //! Kafka's name, its timeout, when the open transaction started, and its partitions. An
-//! id the coordinator does not know is TRANSACTIONAL_ID_NOT_FOUND.
+//! id the coordinator does not know is TRANSACTIONAL_ID_NOT_FOUND; one another broker
+//! coordinates, NOT_COORDINATOR.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +27,15 @@ pub fn handle(
         .iter()
         .map(|id| {
             let answer = TransactionState::default().with_transactional_id(id.clone());
+            // In a cluster, another broker's id: NOT_COORDINATOR (the admin client asks
+            // FindCoordinator and retries there).
+            if let Err(e) = txn.check_coordinator(id.as_str()) {
+                return answer
+                    .with_error_code(e.code())
+                    .with_transaction_state(sb(""))
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1);
+            }
             let Some(meta) = txn.describe(id.as_str()) else {
                 return answer
                     .with_error_code(ResponseError::TransactionalIdNotFound.code())

@@ -5,9 +5,10 @@
 //! while its offsets topic is missing.
 //!
 //! v0-3 ask for one key; v4+ (KIP-699) for a batch of `coordinator_keys`, answered one
-//! entry each. Key type 0 is a group; 1 is a transactional id, whose coordinator is this
-//! broker (with several brokers, COORDINATOR_NOT_AVAILABLE for now: markers on partitions
-//! another broker leads are not written yet); anything else is INVALID_REQUEST.
+//! entry each. Key type 0 is a group, whose coordinator leads its `__consumer_offsets`
+//! partition; 1 is a transactional id, whose coordinator leads its `__transaction_state`
+//! partition (created here too, if it does not exist yet); anything else is
+//! INVALID_REQUEST.
 
 use std::sync::Arc;
 
@@ -33,18 +34,21 @@ pub fn handle(
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> ResponseKind {
-    // With several brokers, a group's coordinator is the leader of its
-    // `__consumer_offsets` partition; alone, this broker.
+    // With several brokers, a key's coordinator is the leader of its partition of
+    // `__consumer_offsets` (a group) or `__transaction_state` (a transactional id);
+    // alone, this broker.
     // None: the partition has no live leader just now (COORDINATOR_NOT_AVAILABLE).
-    let node_for = |key: &str| -> Option<(i32, String, i32)> {
+    let node_for = |key_type: i8, key: &str| -> Option<(i32, String, i32)> {
         let Some(cluster) = rm.cluster() else {
             let (host, port) = metadata::advertised(rm);
             return Some((rm.config.broker_id, host, port));
         };
-        let partition = coordinator.manager.partition_for(key);
-        let leader = cluster
-            .partition(crate::topics::OFFSETS_TOPIC, partition)
-            .map(|p| p.leader);
+        let tp = if key_type == TRANSACTION {
+            crate::txn::log::partition_for(rm, key)
+        } else {
+            coordinator.manager.topic_partition_for(key)
+        };
+        let leader = cluster.partition(&tp.topic, tp.partition).map(|p| p.leader);
         cluster
             .brokers()
             .into_iter()
@@ -53,7 +57,7 @@ pub fn handle(
     let no_leader = || {
         (
             ResponseError::CoordinatorNotAvailable,
-            "the group's __consumer_offsets partition has no leader just now".to_string(),
+            "the key's partition (of __consumer_offsets or __transaction_state) has no leader just now".to_string(),
         )
     };
     let found = |key_type: i8| -> Result<(), (ResponseError, String)> {
@@ -61,14 +65,15 @@ pub fn handle(
             GROUP => coordinator
                 .find_coordinator()
                 .map_err(|why| (ResponseError::CoordinatorNotAvailable, why)),
-            // The transaction coordinator is this broker's; with several brokers it
-            // cannot yet write markers on partitions another broker leads.
-            TRANSACTION if rm.cluster().is_some() => Err((
-                ResponseError::CoordinatorNotAvailable,
-                "transactions are served by a single broker (serve without --brokers) for now"
-                    .into(),
-            )),
-            TRANSACTION => Ok(()),
+            TRANSACTION => crate::txn::log::ensure_topic(rm).map_err(|e| {
+                (
+                    e,
+                    format!(
+                        "{} cannot be created",
+                        crate::topics::TRANSACTION_STATE_TOPIC
+                    ),
+                )
+            }),
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("unknown coordinator key type {other}"),
@@ -85,7 +90,7 @@ pub fn handle(
             .map(|key| {
                 let node = result
                     .clone()
-                    .and_then(|()| node_for(&key).ok_or_else(no_leader));
+                    .and_then(|()| node_for(req.key_type, &key).ok_or_else(no_leader));
                 let entry = Coordinator::default().with_key(key);
                 match &node {
                     Ok((node, host, port)) => entry
@@ -103,7 +108,7 @@ pub fn handle(
         return ResponseKind::FindCoordinator(response);
     }
     let key_type = if v >= 1 { req.key_type } else { GROUP };
-    match found(key_type).and_then(|()| node_for(&req.key).ok_or_else(no_leader)) {
+    match found(key_type).and_then(|()| node_for(key_type, &req.key).ok_or_else(no_leader)) {
         Ok((node, host, port)) => {
             response.node_id = BrokerId(node);
             response.host = sb(&host);

@@ -41,7 +41,7 @@ type Answer = Vec<(TopicName, Vec<(i32, Option<ProducePartitionResult>)>)>;
 /// Handles a Produce request.
 pub fn handle(
     rm: &Arc<ReplicaManager>,
-    txn: &TransactionCoordinator,
+    txn: &Arc<TransactionCoordinator>,
     ctx: &RequestContext,
     req: ProduceRequest,
 ) -> Reply {
@@ -121,7 +121,7 @@ fn check_records(records: Option<&Bytes>, api_version: i16) -> Result<(), Produc
 
 /// A transactional batch must belong to an open transaction that holds `tp`.
 fn check_transaction(
-    txn: &TransactionCoordinator,
+    txn: &Arc<TransactionCoordinator>,
     records: Option<&Bytes>,
     tp: &TopicPartition,
 ) -> Result<(), ProducePartitionResult> {

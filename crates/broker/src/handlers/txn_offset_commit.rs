@@ -47,15 +47,20 @@ pub fn handle(
                 })
         })
         .collect();
-    let outcome = txn.txn_offset_commit(
-        req.transactional_id.as_str(),
-        req.producer_id.0,
-        req.producer_epoch,
-        req.group_id.as_str(),
-        req.member_id.as_str(),
-        req.generation_id,
-        offsets,
-    );
+    // This broker is the group's coordinator; the transaction's may be another broker's.
+    let outcome = txn
+        .coordinator_of(req.transactional_id.as_str())
+        .and_then(|txn| {
+            txn.txn_offset_commit(
+                req.transactional_id.as_str(),
+                req.producer_id.0,
+                req.producer_epoch,
+                req.group_id.as_str(),
+                req.member_id.as_str(),
+                req.generation_id,
+                offsets,
+            )
+        });
     let code = outcome.err().map_or(0, |e| e.code());
     let topics = req
         .topics

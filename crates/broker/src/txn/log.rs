@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use tracing::warn;
 
@@ -55,6 +55,70 @@ pub fn key(transactional_id: &str) -> Bytes {
     out.freeze()
 }
 
+/// Kafka's `TransactionState` for its byte.
+fn state_of(byte: i8) -> Option<TxnState> {
+    Some(match byte {
+        0 => TxnState::Empty,
+        1 => TxnState::Ongoing,
+        2 => TxnState::PrepareCommit,
+        3 => TxnState::PrepareAbort,
+        4 => TxnState::CompleteCommit,
+        5 => TxnState::CompleteAbort,
+        _ => return None,
+    })
+}
+
+/// Reads a record's key: the transactional id.
+pub fn read_key(mut buf: Bytes) -> anyhow::Result<String> {
+    let version = records::get_i16(&mut buf)?;
+    anyhow::ensure!(
+        version == 0,
+        "unknown {TRANSACTION_STATE_TOPIC} key version {version}"
+    );
+    records::get_string(&mut buf)
+}
+
+/// Reads a record's value (v0, as [`value`] writes it) into the state of
+/// `transactional_id`, its clock times set to `now_ms` (the broker clock's times are not in
+/// the record: a loaded transaction's timeout counts from its load).
+pub fn read_value(
+    transactional_id: &str,
+    mut buf: Bytes,
+    now_ms: u64,
+) -> anyhow::Result<TxnMetadata> {
+    let version = records::get_i16(&mut buf)?;
+    anyhow::ensure!(
+        version == 0,
+        "unknown {TRANSACTION_STATE_TOPIC} value version {version}"
+    );
+    let producer_id = records::get_i64(&mut buf)?;
+    let producer_epoch = records::get_i16(&mut buf)?;
+    let timeout_ms = u64::try_from(records::get_i32(&mut buf)?)?;
+    anyhow::ensure!(buf.remaining() >= 1, "truncated");
+    let state = state_of(buf.get_i8()).ok_or_else(|| anyhow::anyhow!("unknown state"))?;
+    let mut meta = TxnMetadata::new(transactional_id, producer_id, timeout_ms, now_ms);
+    meta.producer_epoch = producer_epoch;
+    meta.state = state;
+    let topics = records::get_i32(&mut buf)?;
+    for _ in 0..topics.max(0) {
+        let topic = records::get_string(&mut buf)?;
+        let partitions = records::get_i32(&mut buf)?;
+        // Each partition is 4 bytes: a count past what is left is a corrupt record, not
+        // a reason to loop.
+        anyhow::ensure!(
+            partitions >= 0 && buf.remaining() >= 4 * partitions as usize,
+            "truncated partitions"
+        );
+        for _ in 0..partitions {
+            meta.partitions
+                .insert(TopicPartition::new(&topic, records::get_i32(&mut buf)?));
+        }
+    }
+    let _last_update_wall_ms = records::get_i64(&mut buf)?;
+    meta.started_wall_ms = records::get_i64(&mut buf)?;
+    Ok(meta)
+}
+
 /// The record's value: `meta` as `TransactionLogValue` v0. `now_ms` is the last update's
 /// wall-clock time.
 pub fn value(meta: &TxnMetadata, now_ms: i64) -> Bytes {
@@ -95,7 +159,7 @@ pub fn partition_for(rm: &ReplicaManager, transactional_id: &str) -> TopicPartit
 }
 
 /// Creates `__transaction_state` unless it exists.
-fn ensure_topic(rm: &ReplicaManager) -> Result<(), ResponseError> {
+pub fn ensure_topic(rm: &ReplicaManager) -> Result<(), ResponseError> {
     if rm.topic(TRANSACTION_STATE_TOPIC).is_some() {
         return Ok(());
     }
@@ -176,5 +240,47 @@ mod tests {
         want.extend_from_slice(&99i64.to_be_bytes());
         want.extend_from_slice(&77i64.to_be_bytes());
         assert_eq!(&v[..], &want[..]);
+    }
+
+    #[test]
+    fn a_record_reads_back_as_the_state_it_was_written_from() {
+        let mut meta = TxnMetadata::new("tx", 1000, 60_000, 0);
+        meta.producer_epoch = 3;
+        meta.state = TxnState::PrepareCommit;
+        meta.started_wall_ms = 77;
+        meta.partitions.insert(TopicPartition::new("t", 1));
+        meta.partitions.insert(TopicPartition::new("u", 0));
+        assert_eq!(read_key(key("tx")).unwrap(), "tx");
+        let back = read_value("tx", value(&meta, 99), 5).unwrap();
+        assert_eq!(
+            (
+                back.producer_id,
+                back.producer_epoch,
+                back.timeout_ms,
+                back.state
+            ),
+            (1000, 3, 60_000, TxnState::PrepareCommit)
+        );
+        assert_eq!(back.partitions, meta.partitions);
+        assert_eq!((back.started_wall_ms, back.started_ms), (77, 5));
+    }
+
+    #[test]
+    fn a_corrupt_record_is_an_error_not_a_panic_or_a_long_loop() {
+        let whole = value(&TxnMetadata::new("tx", 1, 1000, 0), 0);
+        for cut in 0..whole.len() {
+            assert!(
+                read_value("tx", whole.slice(..cut), 0).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // A partition count of i32::MAX with nothing behind it.
+        let mut huge = BytesMut::from(&whole[..2 + 8 + 2 + 4 + 1]);
+        huge.put_i32(1);
+        huge.put_i16(1);
+        huge.put_u8(b't');
+        huge.put_i32(i32::MAX);
+        assert!(read_value("tx", huge.freeze(), 0).is_err());
+        assert!(read_key(Bytes::from_static(&[0, 1, 0, 2, b't', b'x'])).is_err());
     }
 }

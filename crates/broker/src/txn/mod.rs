@@ -24,12 +24,18 @@
 //! Every change of an id's state is written first to `__transaction_state` ([`log`]) with
 //! acks=-1, and the request that made it is answered once the record is replicated.
 //!
-//! Not here yet: the state is not read back from `__transaction_state` (with one broker
-//! nothing moves the coordinator), and a marker for a partition led by another broker of a
-//! cluster is not written.
+//! In a cluster the coordinator of an id is the leader of its `__transaction_state`
+//! partition, each marker is written by its partition's leader, and a group's offsets by
+//! the group's coordinator ([`routing`]); a coordinator that takes over a partition loads
+//! its ids from the log ([`load`]).
+//!
+//! Not here yet: offsets a transaction holds for a group are in memory only, so they do
+//! not survive a move of the coordinator.
 
+mod load;
 pub mod log;
 pub mod metadata;
+mod routing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -61,6 +67,9 @@ pub type EndTxnCallback = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
 /// How long an EndTxn waits for its markers to be replicated before the answer is
 /// REQUEST_TIMED_OUT (the transaction stays in its Prepare state; a retry finds it there).
 const MARKER_TIMEOUT_MS: u64 = 30_000;
+
+/// How long a marker whose partition has no leader just now waits before it is tried again.
+const MARKER_RETRY_MS: i64 = 100;
 
 /// The transaction coordinator of one broker.
 pub struct TransactionCoordinator {
@@ -113,6 +122,9 @@ impl TransactionCoordinator {
         allocate: impl Fn() -> i64,
         reply: InitCallback,
     ) {
+        if let Err(e) = self.check_coordinator(transactional_id) {
+            return reply(Err(e));
+        }
         match self.init_locked(ctx, transactional_id, timeout_ms, allocate) {
             Ok(meta) => {
                 let Some(rm) = self.rm.upgrade() else {
@@ -281,21 +293,46 @@ impl TransactionCoordinator {
     /// Whether a transactional batch of (`producer_id`, `producer_epoch`) may go to
     /// `tp`: its transaction must be open and hold the partition (Kafka's KIP-890
     /// verification). INVALID_TXN_STATE otherwise; PRODUCER_FENCED for an old epoch.
+    /// In a cluster the producer's coordinator may be another broker's: the one that
+    /// knows the producer id answers.
     pub fn verify(
-        &self,
+        self: &Arc<Self>,
         producer_id: i64,
         producer_epoch: i16,
         tp: &TopicPartition,
     ) -> Result<(), ResponseError> {
-        let id = self
-            .by_producer
-            .lock()
-            .get(&producer_id)
-            .cloned()
-            .ok_or(ResponseError::InvalidTxnState)?;
+        if let Some(answer) = self.verify_here(producer_id, producer_epoch, tp) {
+            return answer;
+        }
+        self.all_coordinators()
+            .iter()
+            .filter(|c| !Arc::ptr_eq(c, self))
+            .find_map(|c| c.verify_here(producer_id, producer_epoch, tp))
+            .unwrap_or(Err(ResponseError::InvalidTxnState))
+    }
+
+    /// [`verify`](Self::verify) by this coordinator; `None` if it does not know the
+    /// producer id.
+    fn verify_here(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: &TopicPartition,
+    ) -> Option<Result<(), ResponseError>> {
+        let id = self.by_producer.lock().get(&producer_id).cloned()?;
+        Some(self.verify_txn(&id, producer_id, producer_epoch, tp))
+    }
+
+    fn verify_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: &TopicPartition,
+    ) -> Result<(), ResponseError> {
         let txns = self.txns.lock();
         let meta = txns
-            .get(&id)
+            .get(id)
             .filter(|m| m.producer_id == producer_id)
             .ok_or(ResponseError::InvalidTxnState)?;
         if producer_epoch < meta.producer_epoch {
@@ -319,6 +356,9 @@ impl TransactionCoordinator {
         commit: bool,
         reply: EndTxnCallback,
     ) {
+        if let Err(e) = self.check_coordinator(transactional_id) {
+            return reply(Err(e));
+        }
         let now = self.now_ms();
         let mut txns = self.txns.lock();
         let Some(meta) = txns.get_mut(transactional_id) else {
@@ -348,8 +388,15 @@ impl TransactionCoordinator {
 
     /// Whether an open or ending transaction holds an offset of `group` for
     /// (`topic`, `partition`): OffsetFetch with `require_stable` answers it
-    /// UNSTABLE_OFFSET_COMMIT meanwhile.
-    pub fn holds_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+    /// UNSTABLE_OFFSET_COMMIT meanwhile. Every coordinator of a cluster is asked: the
+    /// group's and the transaction's need not be one broker.
+    pub fn holds_offset(self: &Arc<Self>, group: &str, topic: &str, partition: i32) -> bool {
+        self.all_coordinators()
+            .iter()
+            .any(|c| c.holds_offset_here(group, topic, partition))
+    }
+
+    fn holds_offset_here(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (topic.to_string(), partition);
         self.txns.lock().values().any(|m| {
             m.state.in_flight()
@@ -385,6 +432,7 @@ impl TransactionCoordinator {
         producer_epoch: i16,
         change: impl FnOnce(&mut TxnMetadata) -> Result<(), ResponseError>,
     ) -> Result<TxnMetadata, ResponseError> {
+        self.check_coordinator(transactional_id)?;
         let mut txns = self.txns.lock();
         let meta = txns
             .get_mut(transactional_id)
@@ -429,38 +477,42 @@ impl TransactionCoordinator {
         ending: Ending,
         reply: EndTxnCallback,
     ) {
-        let Some(rm) = self.rm.upgrade() else {
-            return reply(Err(ResponseError::CoordinatorNotAvailable));
-        };
-        let control = if ending.commit {
-            ControlType::Commit
-        } else {
-            ControlType::Abort
-        };
-        let mut waits = Vec::new();
-        for tp in &ending.partitions {
-            match rm.append_txn_marker(tp, ending.producer_id, ending.producer_epoch, 0, control) {
-                Ok(appended) => waits.push((tp.clone(), appended.last_offset + 1)),
-                // A deleted partition needs no marker, as in Kafka.
-                Err(ResponseError::UnknownTopicOrPartition) => {}
-                Err(e) => {
-                    warn!(target: TRACE_TARGET, %tp, error = ?e, transactional_id = %ending.transactional_id, "transaction marker not written");
-                }
-            }
-        }
-        self.await_markers(ctx.clone(), Arc::new(ending), waits, Some(reply));
+        let waits = ending
+            .partitions
+            .iter()
+            .map(|tp| MarkerWait {
+                tp: tp.clone(),
+                written: None,
+                done: false,
+            })
+            .collect();
+        let reply_by_ms = self.now_ms().saturating_add(MARKER_TIMEOUT_MS);
+        self.await_markers(
+            ctx.clone(),
+            Arc::new(ending),
+            waits,
+            Some(reply),
+            reply_by_ms,
+        );
     }
 
-    /// Waits, in the produce purgatory, until each partition's high watermark passes its
-    /// marker; then completes the transaction. Past [`MARKER_TIMEOUT_MS`] the EndTxn is
-    /// answered REQUEST_TIMED_OUT and the wait goes on (Kafka retries its markers until
-    /// they land): the transaction stays in its Prepare state meanwhile.
+    /// One round of an ending's markers. Each marker not yet written is appended by its
+    /// partition's leader (this broker's, or another's in a cluster); then every written
+    /// marker waits in its leader's produce purgatory until that partition's high
+    /// watermark passes it (`end-txn` here, `write-txn-markers` on another broker, as
+    /// Kafka's WriteTxnMarkers waits). When all have answered, the transaction completes,
+    /// or the round starts again for what is missing: a marker whose wait timed out waits
+    /// again, one whose leader moved or had none is written again on the new leader
+    /// [`MARKER_RETRY_MS`] later (Kafka retries its markers until they land). Past
+    /// `reply_by_ms` the EndTxn is answered REQUEST_TIMED_OUT and the rounds go on: the
+    /// transaction stays in its Prepare state meanwhile.
     fn await_markers(
         self: &Arc<Self>,
         ctx: RequestContext,
         ending: Arc<Ending>,
-        waits: Vec<(TopicPartition, i64)>,
+        mut waits: Vec<MarkerWait>,
         reply: Option<EndTxnCallback>,
+        reply_by_ms: u64,
     ) {
         let Some(rm) = self.rm.upgrade() else {
             if let Some(reply) = reply {
@@ -468,12 +520,45 @@ impl TransactionCoordinator {
             }
             return;
         };
-        let statuses: Vec<ProducePartitionStatus> = waits
-            .iter()
-            .filter_map(|(tp, required)| {
-                let handle = rm.partition(&tp.topic, tp.partition)?;
-                Some(ProducePartitionStatus {
-                    tp: tp.clone(),
+        let op_ctx = ctx.clone();
+        waits.retain_mut(|w| {
+            if w.written.is_some() {
+                return true;
+            }
+            let appended = routing::leader_of(&rm, &w.tp).and_then(|leader| {
+                let control = ending.control();
+                leader
+                    .append_txn_marker(&w.tp, ending.producer_id, ending.producer_epoch, 0, control)
+                    .map(|a| (leader, a.last_offset + 1))
+            });
+            match appended {
+                Ok(written) => w.written = Some(written),
+                // A deleted partition needs no marker, as in Kafka.
+                Err(ResponseError::UnknownTopicOrPartition) => return false,
+                Err(e) => {
+                    warn!(target: TRACE_TARGET, tp = %w.tp, error = ?e, transactional_id = %ending.transactional_id, "transaction marker not written yet; it is retried");
+                }
+            }
+            true
+        });
+        // The written markers, by the broker that waits for them.
+        let mut by_leader: BTreeMap<i32, (Arc<ReplicaManager>, Vec<ProducePartitionStatus>)> =
+            BTreeMap::new();
+        for w in &mut waits {
+            let Some((leader, required)) = &w.written else {
+                continue;
+            };
+            let Some(handle) = leader.partition(&w.tp.topic, w.tp.partition) else {
+                // Deleted since the marker was written: nothing to wait for.
+                w.done = true;
+                continue;
+            };
+            by_leader
+                .entry(leader.config.broker_id)
+                .or_insert_with(|| (leader.clone(), Vec::new()))
+                .1
+                .push(ProducePartitionStatus {
+                    tp: w.tp.clone(),
                     awaiting: Some((handle, *required)),
                     result: ProducePartitionResult {
                         error: None,
@@ -481,36 +566,87 @@ impl TransactionCoordinator {
                         base_offset: required - 1,
                         log_start_offset: -1,
                     },
-                })
-            })
-            .collect();
-        let meta = OpMeta::new(&ctx, "end-txn", &rm.timer, MARKER_TIMEOUT_MS);
-        let me = Arc::downgrade(self);
-        let done = move |results: Vec<(TopicPartition, ProducePartitionResult)>| {
-            let Some(me) = me.upgrade() else { return };
-            let timed_out = results
-                .iter()
-                .any(|(_, r)| r.error == Some(ResponseError::RequestTimedOut));
-            if timed_out {
-                if let Some(reply) = reply {
-                    reply(Err(ResponseError::RequestTimedOut));
-                }
-                warn!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, "transaction markers not replicated yet; still waiting");
-                return me.await_markers(ctx, ending, waits, None);
-            }
-            me.complete(&ctx, &ending);
-            if let Some(reply) = reply {
-                reply(Ok(()));
-            }
-        };
-        if statuses.is_empty() {
-            return done(Vec::new());
+                });
         }
-        let op = DelayedProduce::new(meta, statuses, Box::new(move |results, _| done(results)));
-        let keys = op.keys();
-        op.log_created(&keys);
-        rm.produce_purgatory
-            .try_complete_else_watch(op, MARKER_TIMEOUT_MS, keys);
+        let round = Arc::new(Mutex::new(MarkerRound {
+            left: by_leader.len(),
+            failed: Vec::new(),
+        }));
+        let me = Arc::downgrade(self);
+        let finish = Arc::new(Mutex::new(Some(
+            move |failed: Vec<(TopicPartition, ResponseError)>| {
+                let Some(me) = me.upgrade() else { return };
+                for w in &mut waits {
+                    match failed.iter().find(|(tp, _)| *tp == w.tp) {
+                        // Timed out: the marker is there, its replicas are behind.
+                        Some((_, ResponseError::RequestTimedOut)) => {}
+                        // Its leader moved (the marker may be truncated away): again.
+                        Some(_) => w.written = None,
+                        None if w.written.is_some() => w.done = true,
+                        None => {}
+                    }
+                }
+                waits.retain(|w| !w.done);
+                if waits.is_empty() {
+                    me.complete(&ctx, &ending);
+                    if let Some(reply) = reply {
+                        reply(Ok(()));
+                    }
+                    return;
+                }
+                let mut reply = reply;
+                if me.now_ms() >= reply_by_ms {
+                    if let Some(reply) = reply.take() {
+                        reply(Err(ResponseError::RequestTimedOut));
+                        warn!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, "transaction markers not replicated yet; still waiting");
+                    }
+                }
+                let Some(rm) = me.rm.upgrade() else { return };
+                let unwritten = waits.iter().any(|w| w.written.is_none());
+                let again = Arc::downgrade(&me);
+                let retry = move || {
+                    if let Some(me) = again.upgrade() {
+                        me.await_markers(ctx, ending, waits, reply, reply_by_ms);
+                    }
+                };
+                if unwritten {
+                    rm.timer.schedule(MARKER_RETRY_MS, retry);
+                } else {
+                    retry();
+                }
+            },
+        )));
+        if by_leader.is_empty() {
+            round.lock().left = 1;
+            return end_round(&round, &finish);
+        }
+        let own_id = rm.config.broker_id;
+        for (id, (leader, statuses)) in by_leader {
+            let name = if id == own_id {
+                "end-txn"
+            } else {
+                "write-txn-markers"
+            };
+            let meta = OpMeta::new(&op_ctx, name, &leader.timer, MARKER_TIMEOUT_MS);
+            let (round, finish) = (round.clone(), finish.clone());
+            let op = DelayedProduce::new(
+                meta,
+                statuses,
+                Box::new(move |results, _| {
+                    round.lock().failed.extend(
+                        results
+                            .into_iter()
+                            .filter_map(|(tp, r)| r.error.map(|e| (tp, e))),
+                    );
+                    end_round(&round, &finish);
+                }),
+            );
+            let keys = op.keys();
+            op.log_created(&keys);
+            leader
+                .produce_purgatory
+                .try_complete_else_watch(op, MARKER_TIMEOUT_MS, keys);
+        }
     }
 
     /// The markers of `ending` are replicated: the transaction is complete, and a
@@ -542,13 +678,19 @@ impl TransactionCoordinator {
         if !ending.commit {
             return;
         }
-        let Some(groups) = self.groups.upgrade() else {
+        let (Some(local), Some(rm)) = (self.groups.upgrade(), self.rm.upgrade()) else {
             return;
         };
         for (group_id, pending) in offsets {
             if pending.offsets.is_empty() {
                 continue;
             }
+            // The group's coordinator commits them: this broker's, or in a cluster the
+            // leader of the group's `__consumer_offsets` partition.
+            let Some(groups) = routing::group_coordinator_of(&rm, local.clone(), &group_id) else {
+                warn!(target: TRACE_TARGET, group = %group_id, "a transaction's offsets are not committed: the group's partition has no leader");
+                continue;
+            };
             let offsets = pending
                 .offsets
                 .into_iter()
@@ -606,6 +748,40 @@ impl TransactionCoordinator {
     }
 }
 
+/// One partition's marker across the rounds of [`TransactionCoordinator::await_markers`].
+struct MarkerWait {
+    tp: TopicPartition,
+    /// The leader that appended it and the offset past it, once written.
+    written: Option<(Arc<ReplicaManager>, i64)>,
+    /// Replicated, or its partition is gone.
+    done: bool,
+}
+
+/// One round's waits, one per leader: how many have not answered, and what failed.
+struct MarkerRound {
+    left: usize,
+    failed: Vec<(TopicPartition, ResponseError)>,
+}
+
+/// Counts one leader's wait of a round as answered; the last one runs `finish` with
+/// every failure of the round.
+fn end_round<F: FnOnce(Vec<(TopicPartition, ResponseError)>)>(
+    round: &Mutex<MarkerRound>,
+    finish: &Mutex<Option<F>>,
+) {
+    let failed = {
+        let mut r = round.lock();
+        r.left = r.left.saturating_sub(1);
+        if r.left > 0 {
+            return;
+        }
+        std::mem::take(&mut r.failed)
+    };
+    if let Some(f) = finish.lock().take() {
+        f(failed);
+    }
+}
+
 /// What the markers of an ending transaction need to know.
 struct Ending {
     /// The state to write first: PrepareCommit or PrepareAbort.
@@ -618,6 +794,14 @@ struct Ending {
 }
 
 impl Ending {
+    fn control(&self) -> ControlType {
+        if self.commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        }
+    }
+
     fn of(meta: &TxnMetadata) -> Ending {
         Ending {
             prepared: meta.clone(),

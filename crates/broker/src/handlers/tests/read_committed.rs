@@ -315,3 +315,78 @@ fn every_change_of_a_transaction_is_a_record_in_its_transaction_state_partition(
     // Empty (InitProducerId), Ongoing (AddPartitionsToTxn), PrepareCommit, CompleteCommit.
     assert_eq!(states, vec![0, 1, 2, 4]);
 }
+
+#[test]
+fn a_coordinator_that_takes_over_finishes_a_decided_transaction_and_keeps_an_open_one() {
+    use std::sync::Mutex;
+
+    use crate::partition::TopicPartition;
+    use crate::txn::{TransactionCoordinator, TxnState};
+
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    let rm = &apis.replica_manager;
+    topic(&apis, "decided");
+    topic(&apis, "open");
+    // t6 decided to commit: its PrepareCommit is in the log, but its coordinator wrote no
+    // marker before it went away.
+    let mut decided = init(&apis, "t6");
+    assert_eq!(add(&apis, &decided, "decided"), 0);
+    assert_eq!(
+        produce_to(&apis, "decided", transactional(&mut decided, 2)),
+        0
+    );
+    let mut prepared = apis.txn_coordinator.describe("t6").expect("known");
+    prepared.state = TxnState::PrepareCommit;
+    let written = Arc::new(Mutex::new(None));
+    let into = written.clone();
+    crate::txn::log::write(
+        rm,
+        &context("test", 1, 0),
+        &prepared,
+        Box::new(move |r| *into.lock().unwrap() = Some(r)),
+    );
+    assert_eq!(*written.lock().unwrap(), Some(Ok(())));
+    // t7 is open, its record written.
+    let mut open = init(&apis, "t7");
+    assert_eq!(add(&apis, &open, "open"), 0);
+    assert_eq!(produce_to(&apis, "open", transactional(&mut open, 1)), 0);
+    assert_eq!(fetched(&apis, "decided", 1).last_stable_offset, 0);
+
+    // A coordinator that knows nothing loads the ids' partitions from the log.
+    let taking_over = TransactionCoordinator::new(rm, &apis.group_coordinator);
+    for id in ["t6", "t7"] {
+        let tp = crate::txn::log::partition_for(rm, id);
+        let handle = rm.partition(&tp.topic, tp.partition).expect("partition");
+        taking_over.load_transactions(&handle);
+    }
+    // t6's commit is finished: its marker is written and the LSO is past it.
+    let committed = fetched(&apis, "decided", 1);
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (3, 3)
+    );
+    assert_eq!(offsets(&committed), vec![0, 2]);
+    assert_eq!(
+        taking_over.describe("t6").map(|m| m.state),
+        Some(TxnState::CompleteCommit)
+    );
+    // t7 is still open, with its partition, and its producer commits it here.
+    let loaded = taking_over.describe("t7").expect("loaded");
+    assert_eq!(
+        (loaded.state, loaded.producer_id, loaded.producer_epoch),
+        (TxnState::Ongoing, open.producer_id, open.epoch)
+    );
+    assert!(loaded.partitions.contains(&TopicPartition::new("open", 0)));
+    let ended = Arc::new(Mutex::new(None));
+    let into = ended.clone();
+    taking_over.end_txn(
+        &context("test", 2, 3),
+        "t7",
+        open.producer_id,
+        open.epoch,
+        true,
+        Box::new(move |r| *into.lock().unwrap() = Some(r)),
+    );
+    assert_eq!(*ended.lock().unwrap(), Some(Ok(())));
+    assert_eq!(fetched(&apis, "open", 1).last_stable_offset, 2);
+}
