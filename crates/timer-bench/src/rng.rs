@@ -1,7 +1,7 @@
 //! A tiny, fast, seeded random number generator for the benchmark loops.
 //!
-//! SplitMix64: one multiply-xorshift chain per number, a couple of nanoseconds, so the
-//! generator does not dominate a 20 ns operation. It implements `rand::RngCore`, so the
+//! SplitMix64: one multiply-xorshift chain per number, so the generator costs little
+//! beside the timer operations it drives. It implements `rand::RngCore`, so the
 //! `rand` / `rand_distr` helpers (ranges, shuffles, exponential and log-normal samples)
 //! work on it. Every workload uses a fixed seed, so runs are repeatable.
 
