@@ -485,6 +485,23 @@ pub fn split_and_validate(
     records: &[u8],
     max_batch_bytes: usize,
 ) -> Result<Vec<BatchSpan>, AppendError> {
+    split_with(records, max_batch_bytes, validate_batch)
+}
+
+/// [`split_and_validate`] for batches the broker wrote itself, each validated with
+/// [`validate_replicated_batch`].
+pub fn split_trusted(
+    records: &[u8],
+    max_batch_bytes: usize,
+) -> Result<Vec<BatchSpan>, AppendError> {
+    split_with(records, max_batch_bytes, validate_replicated_batch)
+}
+
+fn split_with(
+    records: &[u8],
+    max_batch_bytes: usize,
+    validate: fn(&[u8], usize) -> Result<BatchHeader, AppendError>,
+) -> Result<Vec<BatchSpan>, AppendError> {
     if records.is_empty() {
         return Err(invalid("no record batches".to_string()));
     }
@@ -494,7 +511,7 @@ pub fn split_and_validate(
             Ok(BatchSpan {
                 start: batch.start,
                 len: batch.bytes.len(),
-                header: validate_batch(batch.bytes, max_batch_bytes)?,
+                header: validate(batch.bytes, max_batch_bytes)?,
             })
         })
         .collect()

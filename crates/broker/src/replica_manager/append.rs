@@ -156,7 +156,12 @@ impl ReplicaManager {
             );
         }
         let appended = self.update_partition(&handle, |log| {
-            let appended = log.append_as_leader(records, required_acks, now_ms);
+            let appended = match origin {
+                AppendOrigin::Client => log.append_as_leader(records, required_acks, now_ms),
+                AppendOrigin::Coordinator => {
+                    log.append_as_coordinator(records, required_acks, now_ms)
+                }
+            };
             if let Ok(info) = &appended {
                 self.log_memory.add(info.bytes);
             }

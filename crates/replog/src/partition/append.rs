@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::{AppendInfo, Partition, PartitionChange, StoredBatch};
 use crate::batch::{
-    set_offset_and_epoch, split_and_validate, validate_replicated_batch, BatchSpan,
+    set_offset_and_epoch, split_and_validate, split_trusted, validate_replicated_batch, BatchSpan,
 };
 use crate::error::AppendError;
 use crate::producer_state::{PendingProducerUpdates, SequenceCheck};
@@ -27,13 +27,26 @@ impl Partition {
         now_ms: u64,
     ) -> Result<AppendInfo, AppendError> {
         self.refuse_append_unless_leader()?;
-        if required_acks == -1 && !self.has_min_insync_replicas() {
-            return Err(AppendError::NotEnoughReplicas {
-                isr_size: self.isr_len(),
-                min_isr: self.effective_min_isr(),
-            });
-        }
+        self.refuse_acks_all_below_min_isr(required_acks)?;
         self.append(records, now_ms)
+    }
+
+    /// Appends batches the broker's own coordinators wrote (group metadata and offsets,
+    /// a transaction's offsets, transaction state), as the leader, with the same
+    /// `required_acks` rule as [`append_as_leader`](Self::append_as_leader). They are
+    /// checked as a follower checks its leader's batches, not as a client's: a
+    /// transaction's offsets carry its producer id with no sequence, which a client's
+    /// batch may not (Kafka skips the sequence check for the coordinator's appends too).
+    pub fn append_as_coordinator(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: u64,
+    ) -> Result<AppendInfo, AppendError> {
+        self.refuse_append_unless_leader()?;
+        self.refuse_acks_all_below_min_isr(required_acks)?;
+        let spans = split_trusted(&records, self.config.max_batch_bytes)?;
+        self.append_spans(&records, &spans, now_ms)
     }
 
     /// Appends the `records` of one produce partition: one or more v2 record batches.
@@ -179,6 +192,18 @@ impl Partition {
                 new_isr: None,
             },
         })
+    }
+
+    /// The refusal of an acks=-1 append while the ISR is below the min ISR in force
+    /// (NOT_ENOUGH_REPLICAS): nothing is appended.
+    fn refuse_acks_all_below_min_isr(&self, required_acks: i16) -> Result<(), AppendError> {
+        if required_acks == -1 && !self.has_min_insync_replicas() {
+            return Err(AppendError::NotEnoughReplicas {
+                isr_size: self.isr_len(),
+                min_isr: self.effective_min_isr(),
+            });
+        }
+        Ok(())
     }
 
     /// The refusal of a leader-only append on a follower, as an [`AppendError`].
