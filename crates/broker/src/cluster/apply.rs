@@ -83,6 +83,10 @@ impl Cluster {
         };
         let was_leader = handle.lock().is_leader();
         let leads = state.leader == id;
+        if tp.topic == TRANSACTION_STATE_TOPIC && leads && !was_leader {
+            // Its ids wait for the load below, not the empty memory of a new leader.
+            node.broker.txn_coordinator().start_loading(tp.partition);
+        }
         let taken = if leads {
             rm.make_leader(
                 &handle,
@@ -95,6 +99,9 @@ impl Cluster {
         };
         if let Err(e) = taken {
             warn!(%tp, broker = id, "cannot take its role: {e}");
+            if tp.topic == TRANSACTION_STATE_TOPIC && leads && !was_leader {
+                node.broker.txn_coordinator().cancel_loading(tp.partition);
+            }
             return;
         }
         if tp.topic == OFFSETS_TOPIC && was_leader != leads {

@@ -137,6 +137,7 @@ impl GroupCoordinator {
                         ctx: ctx.clone(),
                         group: g.group_id.clone(),
                         records,
+                        transaction: None,
                         then: Box::new(move |stored| match stored {
                             Ok(_) => answer(None),
                             Err(e) => {

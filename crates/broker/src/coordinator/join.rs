@@ -406,6 +406,7 @@ impl GroupCoordinator {
                     ctx: ctx.clone(),
                     group: g.group_id.clone(),
                     records: vec![record],
+                    transaction: None,
                     then,
                 });
             }
@@ -546,6 +547,7 @@ impl GroupCoordinator {
                 ctx: RequestContext::internal("group-coordinator"),
                 group: g.group_id.clone(),
                 records: vec![record],
+                transaction: None,
                 then: Box::new(move |stored| {
                     if let Err(e) = stored {
                         warn!(target: TRACE_TARGET, %group, error = ?e, "could not store the empty group's metadata");

@@ -76,6 +76,23 @@ impl GroupCoordinator {
         let mut touched: Vec<Arc<str>> = Vec::new();
         for record in sets.into_iter().flat_map(|set| set.records) {
             summary.records += 1;
+            if record.control {
+                // A transaction's marker: it decides the offsets that transaction wrote
+                // before it, in every group of this partition.
+                match records::read_control_type(record.key.as_ref()) {
+                    Some(commit) => {
+                        for id in &touched {
+                            if let Some(handle) = self.group(id) {
+                                self.locked(&handle, |_, g, _| {
+                                    g.complete_pending_txn_offsets(record.producer_id, commit);
+                                });
+                            }
+                        }
+                    }
+                    None => summary.unreadable += 1,
+                }
+                continue;
+            }
             let Some(key) = record.key else {
                 summary.unreadable += 1;
                 continue;
@@ -91,18 +108,23 @@ impl GroupCoordinator {
                         summary.unreadable += 1;
                         continue;
                     }
+                    let transaction = record.transactional.then_some(record.producer_id);
                     self.replay(&group, &mut touched, |g| {
                         let key = (Arc::from(topic.as_str()), partition);
-                        match value {
-                            Some(Ok(v)) => g.on_offset_commit_append(
-                                &key,
-                                &OffsetAndMetadata {
-                                    offset: v.offset,
-                                    leader_epoch: v.leader_epoch,
-                                    metadata: v.metadata,
-                                    commit_timestamp_ms: v.commit_timestamp,
-                                },
-                            ),
+                        let offset = value.map(|v| {
+                            v.map(|v| OffsetAndMetadata {
+                                offset: v.offset,
+                                leader_epoch: v.leader_epoch,
+                                metadata: v.metadata,
+                                commit_timestamp_ms: v.commit_timestamp,
+                            })
+                        });
+                        match (offset, transaction) {
+                            // A transaction's offset: pending until its marker.
+                            (Some(Ok(o)), Some(producer_id)) => {
+                                g.load_txn_offset(producer_id, key, o)
+                            }
+                            (Some(Ok(o)), None) => g.on_offset_commit_append(&key, &o),
                             _ => g.remove_offset(&key),
                         }
                     });

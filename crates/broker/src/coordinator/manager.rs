@@ -133,12 +133,14 @@ impl GroupMetadataManager {
 
     /// Appends `records` (key, value or tombstone) for `group` with acks=-1, answering
     /// `callback` with the append's own error (callers map it) once the high watermark
-    /// passes them, or `offsets.commit.timeout.ms` passes.
+    /// passes them, or `offsets.commit.timeout.ms` passes. With `transaction` (producer
+    /// id, epoch) they are a transactional batch of that transaction.
     pub fn append(
         &self,
         ctx: &RequestContext,
         group: &str,
         records: &[(Bytes, Option<Bytes>)],
+        transaction: Option<(i64, i16)>,
         callback: AppendCallback,
     ) {
         let Some(rm) = self.rm.upgrade() else {
@@ -150,7 +152,7 @@ impl GroupMetadataManager {
             callback(Err(ResponseError::UnknownTopicOrPartition));
             return;
         }
-        let batch = match records::batch(records, wall_clock_ms()) {
+        let batch = match records::batch(records, wall_clock_ms(), transaction) {
             Ok(batch) => batch,
             Err(e) => {
                 warn!(group, error = %e, "cannot encode a __consumer_offsets batch");

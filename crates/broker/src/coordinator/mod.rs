@@ -278,11 +278,13 @@ enum Action {
     CheckJoin(Arc<str>),
     /// Let the group's DelayedSync look again.
     CheckSync(Arc<str>),
-    /// Append to `__consumer_offsets` (acks=-1) and call back.
+    /// Append to `__consumer_offsets` (acks=-1) and call back; as a transactional batch
+    /// of (producer id, epoch) for a transaction's offsets.
     Append {
         ctx: RequestContext,
         group: Arc<str>,
         records: Vec<(Bytes, Option<Bytes>)>,
+        transaction: Option<(i64, i16)>,
         then: manager::AppendCallback,
     },
     /// Call back once what the coordinator wrote to the group's partition is replicated.
@@ -493,8 +495,11 @@ impl GroupCoordinator {
                     ctx,
                     group,
                     records,
+                    transaction,
                     then,
-                } => self.manager.append(&ctx, &group, &records, then),
+                } => self
+                    .manager
+                    .append(&ctx, &group, &records, transaction, then),
                 Action::AfterPendingWrites {
                     ctx,
                     kind,

@@ -101,6 +101,7 @@ impl GroupCoordinator {
                 ctx: ctx.clone(),
                 group: g.group_id.clone(),
                 records,
+                transaction: None,
                 then,
             });
         });

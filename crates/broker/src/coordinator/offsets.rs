@@ -16,8 +16,12 @@ use crate::request::RequestContext;
 impl GroupCoordinator {
     // ------------------------------------------------------------------ offsets
 
-    /// OffsetCommit (Kafka's `handleCommitOffsets`). Every partition named must exist
-    /// (the handler checks); the answer comes once the commit is replicated.
+    /// OffsetCommit (Kafka's `handleCommitOffsets`), and TxnOffsetCommit when
+    /// `transaction` names the producer id and epoch of the transaction that commits
+    /// them (`handleTxnCommitOffsets`). Every partition named must exist (the handler
+    /// checks); the answer comes once the commit is replicated. A transaction's offsets
+    /// are written as its transactional batch and then wait for its marker
+    /// ([`on_transaction_completed`](Self::on_transaction_completed)).
     #[allow(clippy::too_many_arguments)]
     pub fn handle_commit_offsets(
         &self,
@@ -26,6 +30,7 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
         generation_id: i32,
+        transaction: Option<(i64, i16)>,
         offsets: Vec<(OffsetKey, OffsetAndMetadata)>,
         callback: CommitCallback,
     ) {
@@ -42,18 +47,28 @@ impl GroupCoordinator {
             Err(e) => return callback(fail(offsets, e)),
         };
         self.locked(&handle, |c, g, fx| {
-            if let Some(error) =
-                validate_offset_commit(g, generation_id, member_id, group_instance_id)
-            {
+            let transactional = transaction.is_some();
+            if let Some(error) = validate_offset_commit(
+                g,
+                generation_id,
+                member_id,
+                group_instance_id,
+                transactional,
+            ) {
                 return callback(fail(offsets, error));
             }
             match g.state() {
-                GroupState::Empty => c.store_offsets(ctx, g, offsets, callback, fx),
+                GroupState::Empty => c.store_offsets(ctx, g, offsets, transaction, callback, fx),
                 GroupState::Stable | GroupState::PreparingRebalance => {
                     if g.has(member_id) {
                         c.session_heartbeat(g, member_id, fx);
                     }
-                    c.store_offsets(ctx, g, offsets, callback, fx)
+                    c.store_offsets(ctx, g, offsets, transaction, callback, fx)
+                }
+                // A transaction's offsets are not held back by a rebalance: they take
+                // effect only with the transaction, after it.
+                GroupState::CompletingRebalance if transactional => {
+                    c.store_offsets(ctx, g, offsets, transaction, callback, fx)
                 }
                 GroupState::CompletingRebalance => {
                     callback(fail(offsets, ResponseError::RebalanceInProgress))
@@ -63,6 +78,35 @@ impl GroupCoordinator {
         });
     }
 
+    /// The transaction of `producer_id` ended and its marker is replicated in
+    /// `__consumer_offsets` partition `partition`: every group of that partition holding
+    /// offsets of the transaction commits them (`commit`) or drops them (Kafka's
+    /// `onTransactionCompleted`). Returns how many offsets were committed.
+    pub fn on_transaction_completed(
+        &self,
+        producer_id: i64,
+        partition: i32,
+        commit: bool,
+    ) -> usize {
+        let handles: Vec<Arc<GroupHandle>> = self
+            .groups
+            .read()
+            .values()
+            .filter(|h| self.manager.partition_for(&h.id) == partition)
+            .cloned()
+            .collect();
+        let mut committed = 0;
+        for handle in handles {
+            self.locked(&handle, |_, g, _| {
+                if g.has_pending_txn_offsets_of(producer_id) {
+                    committed += g.complete_pending_txn_offsets(producer_id, commit);
+                    info!(target: TRACE_TARGET, group = %g.group_id, producer_id, commit, "a transaction's offsets are decided by its marker");
+                }
+            });
+        }
+        committed
+    }
+
     /// Kafka's `storeOffsets`: append the commits (acks=-1); the cache shows them when the
     /// append completes.
     pub(super) fn store_offsets(
@@ -70,6 +114,7 @@ impl GroupCoordinator {
         ctx: &RequestContext,
         g: &mut GroupMetadata,
         offsets: Vec<(OffsetKey, OffsetAndMetadata)>,
+        transaction: Option<(i64, i16)>,
         callback: CommitCallback,
         fx: &mut Fx,
     ) {
@@ -112,7 +157,10 @@ impl GroupCoordinator {
                     .collect(),
             );
         }
-        g.prepare_offset_commit(&accepted);
+        match transaction {
+            None => g.prepare_offset_commit(&accepted),
+            Some((producer_id, _)) => g.prepare_txn_offset_commit(producer_id, &accepted),
+        }
         let group_id = g.group_id.clone();
         let records = accepted
             .iter()
@@ -132,14 +180,24 @@ impl GroupCoordinator {
                 Ok(_) => {
                     if !g.is(GroupState::Dead) {
                         for (key, offset) in &accepted {
-                            g.on_offset_commit_append(key, offset);
+                            match transaction {
+                                None => g.on_offset_commit_append(key, offset),
+                                Some((producer_id, _)) => {
+                                    g.on_txn_offset_commit_append(producer_id, key, offset)
+                                }
+                            }
                         }
                     }
                     None
                 }
                 Err(e) => {
                     for (key, offset) in &accepted {
-                        g.fail_pending_offset_write(key, offset);
+                        match transaction {
+                            None => g.fail_pending_offset_write(key, offset),
+                            Some((producer_id, _)) => {
+                                g.fail_pending_txn_offset_write(producer_id, key, offset)
+                            }
+                        }
                     }
                     let mapped = offset_commit_error(e);
                     info!(target: TRACE_TARGET, group = %g.group_id, append_error = ?e, error = ?mapped, "offset commit failed");
@@ -160,6 +218,7 @@ impl GroupCoordinator {
             ctx: ctx.clone(),
             group: g.group_id.clone(),
             records,
+            transaction,
             then,
         });
     }
@@ -208,6 +267,23 @@ impl GroupCoordinator {
         }
     }
 
+    /// Whether an open transaction wrote an offset of `group_id` for `key` that its
+    /// marker has not decided yet (OffsetFetch with `require_stable` answers it
+    /// UNSTABLE_OFFSET_COMMIT).
+    pub fn holds_txn_offset(&self, group_id: &str, key: &OffsetKey) -> bool {
+        self.group(group_id)
+            .is_some_and(|h| h.state.lock().has_pending_txn_offset(key))
+    }
+
+    /// How many offsets open transactions hold across every group, for bounds checks.
+    pub fn txn_offsets_held(&self) -> usize {
+        let handles: Vec<Arc<GroupHandle>> = self.groups.read().values().cloned().collect();
+        handles
+            .iter()
+            .map(|h| h.state.lock().pending_txn_offset_count())
+            .sum()
+    }
+
     /// Calls back, once per group of `groups` in order, whether what the coordinator wrote
     /// to that group's partition got replicated (within `offsets.commit.timeout.ms`).
     pub fn after_pending_writes_of(
@@ -229,12 +305,15 @@ impl GroupCoordinator {
     }
 }
 
-/// Kafka's `validateOffsetCommit` (non-transactional).
+/// Kafka's `validateOffsetCommit`. A transactional commit with no member and no
+/// generation (a producer's `send_offsets_to_transaction` with only a group id) is taken
+/// whatever the group's state; a plain one only while the group is Empty.
 fn validate_offset_commit(
     g: &GroupMetadata,
     generation_id: i32,
     member_id: &str,
     group_instance_id: Option<&str>,
+    transactional: bool,
 ) -> Option<ResponseError> {
     if g.is(GroupState::Dead) {
         Some(ResponseError::CoordinatorNotAvailable)
@@ -244,7 +323,7 @@ fn validate_offset_commit(
     } else if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
         validate_current_member(g, member_id, group_instance_id)
             .or((generation_id != g.generation_id).then_some(ResponseError::IllegalGeneration))
-    } else if !g.is(GroupState::Empty) {
+    } else if !transactional && !g.is(GroupState::Empty) {
         // Only members may commit for a group that has members.
         Some(ResponseError::UnknownMemberId)
     } else {

@@ -177,12 +177,24 @@ pub fn group_metadata_value(v: &GroupMetadataValue) -> Bytes {
 }
 
 /// One v2 record batch holding `records` (key, value; a `None` value is a tombstone),
-/// timestamped `timestamp_ms`. Not idempotent: producer id -1, base sequence -1.
-pub fn batch(records: &[(Bytes, Option<Bytes>)], timestamp_ms: i64) -> anyhow::Result<Bytes> {
+/// timestamped `timestamp_ms`. Not idempotent (producer id -1, base sequence -1), unless
+/// it belongs to the transaction of `transaction` (producer id, epoch): a transaction's
+/// offsets (TxnOffsetCommit), which its marker commits or aborts.
+pub fn batch(
+    records: &[(Bytes, Option<Bytes>)],
+    timestamp_ms: i64,
+    transaction: Option<(i64, i16)>,
+) -> anyhow::Result<Bytes> {
     let records = records
         .iter()
         .map(|(key, value)| (Some(key.clone()), value.clone()));
-    crate::record_batch::encode(records, timestamp_ms).context("a __consumer_offsets batch")
+    match transaction {
+        None => crate::record_batch::encode(records, timestamp_ms),
+        Some((producer_id, epoch)) => {
+            crate::record_batch::encode_transactional(records, timestamp_ms, producer_id, epoch)
+        }
+    }
+    .context("a __consumer_offsets batch")
 }
 
 // ------------------------------------------------------------------------- decoding
@@ -238,6 +250,18 @@ pub fn read_key(mut buf: Bytes) -> anyhow::Result<RecordKey> {
             group: get_string(&mut buf)?,
         }),
         v => bail!("unknown __consumer_offsets key version {v}"),
+    }
+}
+
+/// A control record's key (version, type): `Some(true)` for a transaction's COMMIT
+/// marker, `Some(false)` for ABORT, `None` for anything else.
+pub fn read_control_type(key: Option<&Bytes>) -> Option<bool> {
+    let mut key = key?.clone();
+    let _version = get_i16(&mut key).ok()?;
+    match get_i16(&mut key).ok()? {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
     }
 }
 
@@ -400,7 +424,7 @@ mod tests {
                 Some(Bytes::from_static(b"v2")),
             ),
         ];
-        let bytes = batch(&records, 5).unwrap();
+        let bytes = batch(&records, 5, None).unwrap();
         let batches: Vec<_> = RecordBatches::new(&bytes).collect();
         assert_eq!(batches.len(), 1, "one batch for one append");
         let header = batches[0].as_ref().unwrap().header;

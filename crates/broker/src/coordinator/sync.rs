@@ -148,6 +148,7 @@ impl GroupCoordinator {
             ctx: ctx.clone(),
             group: g.group_id.clone(),
             records: vec![record],
+            transaction: None,
             then,
         });
     }

@@ -218,6 +218,7 @@ impl Harness {
             member,
             None,
             generation,
+            None,
             vec![(
                 (Arc::from("t"), 0),
                 OffsetAndMetadata {

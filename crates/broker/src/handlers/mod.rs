@@ -115,7 +115,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::TxnOffsetCommit, 0, 3),
@@ -175,7 +175,7 @@ impl KafkaApis {
                 add_offsets_to_txn::handle(&self.txn_coordinator, ctx, r)
             }
             RequestKind::TxnOffsetCommit(r) => {
-                Reply::now(txn_offset_commit::handle(rm, &self.txn_coordinator, ctx, r))
+                txn_offset_commit::handle(rm, gc, &self.txn_coordinator, ctx, r)
             }
             RequestKind::EndTxn(r) => end_txn::handle(&self.txn_coordinator, ctx, r),
             RequestKind::DescribeTransactions(r) => {
@@ -203,7 +203,7 @@ impl KafkaApis {
             RequestKind::Heartbeat(r) => heartbeat::handle(gc, ctx, r),
             RequestKind::LeaveGroup(r) => leave_group::handle(gc, ctx, r),
             RequestKind::OffsetCommit(r) => offset_commit::handle(rm, gc, ctx, r),
-            RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, &self.txn_coordinator, ctx, r),
+            RequestKind::OffsetFetch(r) => offset_fetch::handle(gc, ctx, r),
             RequestKind::ListGroups(r) => Reply::now(list_groups::handle(gc, ctx, r)),
             RequestKind::DescribeGroups(r) => Reply::now(describe_groups::handle(gc, ctx, r)),
             RequestKind::DeleteGroups(r) => delete_groups::handle(gc, ctx, r),

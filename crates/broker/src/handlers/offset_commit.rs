@@ -88,6 +88,7 @@ pub fn handle(
             req.member_id.as_str(),
             req.group_instance_id.as_deref(),
             req.generation_id_or_member_epoch,
+            None,
             offsets,
             respond,
         );

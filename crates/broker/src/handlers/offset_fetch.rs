@@ -21,7 +21,6 @@ use tokio::sync::oneshot;
 use super::{sb, Reply, RequestContext};
 use crate::coordinator::group::OffsetKey;
 use crate::coordinator::{FetchedOffset, GroupCoordinator};
-use crate::txn::TransactionCoordinator;
 
 /// One group's answer: per topic (in order), per partition, the offset found.
 type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
@@ -30,12 +29,7 @@ type GroupOffsets = Vec<(String, Vec<(i32, FetchedOffset)>)>;
 /// what the coordinator wrote to each group's partition is replicated, as Kafka 4.4's
 /// does; a group whose partition does not get there within `offsets.commit.timeout.ms`
 /// answers NOT_COORDINATOR.
-pub fn handle(
-    c: &Arc<GroupCoordinator>,
-    txn: &Arc<TransactionCoordinator>,
-    ctx: &RequestContext,
-    req: OffsetFetchRequest,
-) -> Reply {
+pub fn handle(c: &Arc<GroupCoordinator>, ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
     let v = ctx.api_version;
     if !(v >= 7 && req.require_stable) {
         let no_txn = |_: &str, _: &str, _: i32| false;
@@ -51,7 +45,6 @@ pub fn handle(
     };
     let (tx, rx) = oneshot::channel();
     let coordinator = c.clone();
-    let txn = txn.clone();
     c.after_pending_writes_of(
         ctx,
         "offset-fetch",
@@ -60,7 +53,7 @@ pub fn handle(
             let unstable: Vec<bool> = replicated.into_iter().map(|ok| !ok).collect();
             // An offset a transaction still holds is UNSTABLE_OFFSET_COMMIT until it ends.
             let pending = |group: &str, topic: &str, partition: i32| {
-                txn.holds_offset(group, topic, partition)
+                coordinator.holds_txn_offset(group, &(Arc::from(topic), partition))
             };
             let _ = tx.send(ResponseKind::OffsetFetch(answer(
                 &coordinator,

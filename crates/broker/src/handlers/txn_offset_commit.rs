@@ -1,88 +1,128 @@
 //! TxnOffsetCommit (API key 28, v0-3): a consumer group's offsets, committed inside a
-//! transaction (consume-transform-produce). The transaction coordinator holds them; they
-//! reach the group only when the transaction commits, and are dropped if it aborts.
-//! INVALID_TXN_STATE unless AddOffsetsToTxn added the group to the open transaction. A
-//! partition this broker does not have is UNKNOWN_TOPIC_OR_PARTITION and is not held,
-//! so what a transaction holds is bounded by the partitions that exist.
+//! transaction (consume-transform-produce). It arrives at the group's coordinator, which
+//! asks the transaction's coordinator whether the transaction is open and holds the
+//! group's `__consumer_offsets` partition (AddOffsetsToTxn first; INVALID_TXN_STATE
+//! otherwise), then appends the offsets to that partition as the transaction's own batch,
+//! with acks=-1. The group holds them as pending until the transaction's marker lands
+//! there: COMMIT makes them the group's offsets, ABORT drops them.
+//!
+//! A partition of a topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION and is not
+//! written, so what a transaction holds is bounded by the partitions that exist.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
-
 use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
 
-use super::RequestContext;
+use super::{Reply, RequestContext};
+use crate::coordinator::group::{OffsetAndMetadata, OffsetKey};
+use crate::coordinator::GroupCoordinator;
+use crate::record_batch::wall_clock_ms;
 use crate::replica_manager::ReplicaManager;
 use crate::txn::TransactionCoordinator;
 
-/// Handles a TxnOffsetCommit request.
+/// Handles a TxnOffsetCommit request: answered once the offsets are replicated (or at
+/// once with the error that refuses them all).
 pub fn handle(
     rm: &Arc<ReplicaManager>,
+    groups: &Arc<GroupCoordinator>,
     txn: &Arc<TransactionCoordinator>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
-) -> ResponseKind {
+) -> Reply {
     let known = |topic: &str, partition: i32| rm.partition(topic, partition).is_some();
-    let offsets = req
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .filter(|p| known(t.name.0.as_str(), p.partition_index))
-                .map(|p| {
-                    (
-                        (t.name.0.to_string(), p.partition_index),
-                        (
-                            p.committed_offset,
-                            p.committed_leader_epoch,
-                            p.committed_metadata
-                                .as_ref()
-                                .map_or_else(String::new, |m| m.to_string()),
-                        ),
-                    )
-                })
-        })
-        .collect();
-    // This broker is the group's coordinator; the transaction's may be another broker's.
-    let outcome = txn
-        .coordinator_of(req.transactional_id.as_str())
-        .and_then(|txn| {
-            txn.txn_offset_commit(
-                req.transactional_id.as_str(),
-                req.producer_id.0,
-                req.producer_epoch,
-                req.group_id.as_str(),
-                req.member_id.as_str(),
-                req.generation_id,
-                offsets,
-            )
-        });
-    let code = outcome.err().map_or(0, |e| e.code());
+    let now = wall_clock_ms();
+    let mut offsets: Vec<(OffsetKey, OffsetAndMetadata)> = Vec::new();
+    for t in &req.topics {
+        let name: Arc<str> = Arc::from(t.name.0.as_str());
+        for p in t
+            .partitions
+            .iter()
+            .filter(|p| known(&name, p.partition_index))
+        {
+            let offset = OffsetAndMetadata {
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p
+                    .committed_metadata
+                    .as_ref()
+                    .map_or_else(String::new, |m| m.to_string()),
+                commit_timestamp_ms: now,
+            };
+            offsets.push(((name.clone(), p.partition_index), offset));
+        }
+    }
+    let group = req.group_id.0.to_string();
+    let id = req.transactional_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    let instance_id = req.group_instance_id.as_ref().map(|i| i.to_string());
+    let (generation_id, producer_id, epoch) =
+        (req.generation_id, req.producer_id.0, req.producer_epoch);
+    let (tx, rx) = oneshot::channel();
+    let respond = move |errors: HashMap<OffsetKey, Option<ResponseError>>,
+                        all: Option<ResponseError>| {
+        let _ = tx.send(response(&req, &errors, all));
+    };
+    // This broker must coordinate the group; the transaction's coordinator may be
+    // another broker's.
+    let checked = groups.manager.check_coordinator(&group).and_then(|()| {
+        txn.coordinator_of(&id)
+            .and_then(|c| c.verify_offsets(&id, producer_id, epoch, &group))
+    });
+    if let Err(e) = checked {
+        respond(HashMap::new(), Some(e));
+    } else if offsets.is_empty() {
+        respond(HashMap::new(), None);
+    } else {
+        groups.handle_commit_offsets(
+            ctx,
+            &group,
+            &member_id,
+            instance_id.as_deref(),
+            generation_id,
+            Some((producer_id, epoch)),
+            offsets,
+            Box::new(move |results| respond(results.into_iter().collect(), None)),
+        );
+    }
+    Reply::from_callback(rx)
+}
+
+/// The answer in the request's shape: a partition that does not exist is
+/// UNKNOWN_TOPIC_OR_PARTITION; the others answer `all` if the request was refused as a
+/// whole, else their own result.
+fn response(
+    req: &TxnOffsetCommitRequest,
+    errors: &HashMap<OffsetKey, Option<ResponseError>>,
+    all: Option<ResponseError>,
+) -> ResponseKind {
     let topics = req
         .topics
         .iter()
         .map(|t| {
+            let name: Arc<str> = Arc::from(t.name.0.as_str());
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let key = (name.clone(), p.partition_index);
+                    let error = match errors.get(&key) {
+                        Some(result) => *result,
+                        None => Some(all.unwrap_or(ResponseError::UnknownTopicOrPartition)),
+                    };
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.map_or(0, |e| e.code()))
+                })
+                .collect();
             TxnOffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
-                .with_partitions(
-                    t.partitions
-                        .iter()
-                        .map(|p| {
-                            let code = if known(t.name.0.as_str(), p.partition_index) {
-                                code
-                            } else {
-                                ResponseError::UnknownTopicOrPartition.code()
-                            };
-                            TxnOffsetCommitResponsePartition::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(code)
-                        })
-                        .collect(),
-                )
+                .with_partitions(partitions)
         })
         .collect();
     ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))

@@ -14,10 +14,14 @@
 //!   some markers. The new one writes them all again and completes the transaction, as
 //!   Kafka's does: a marker written twice closes nothing the second time.
 //!
+//! From the moment the broker is told it leads the partition until the replay is done,
+//! the ids of that partition are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers
+//! while it loads, and the client retries: a request served from the half-known state
+//! could hand out a new producer id for an id the log knows.
+//!
 //! The other way, a coordinator that stops leading a partition forgets its ids; their next
-//! requests here are answered NOT_COORDINATOR. Offsets a transaction holds for a group
-//! (TxnOffsetCommit) are kept in memory only (Kafka writes them to `__consumer_offsets`), so
-//! an open transaction that moves loses them.
+//! requests here are answered NOT_COORDINATOR. The offsets a transaction wrote for a group
+//! are in `__consumer_offsets`, and its group coordinator loads them from there.
 
 use std::sync::Arc;
 
@@ -30,10 +34,28 @@ use crate::partition::PartitionHandle;
 use crate::request::RequestContext;
 
 impl TransactionCoordinator {
+    /// The broker is about to lead `__transaction_state` partition `partition`: its ids
+    /// are COORDINATOR_LOAD_IN_PROGRESS until [`load_transactions`](Self::load_transactions)
+    /// has replayed it.
+    pub fn start_loading(&self, partition: i32) {
+        self.loading.lock().insert(partition);
+    }
+
+    /// The broker did not become the leader of `partition` after all: nothing to load.
+    pub fn cancel_loading(&self, partition: i32) {
+        self.loading.lock().remove(&partition);
+    }
+
     /// Replays `partition` (a `__transaction_state` partition this broker now leads) into
-    /// the ids it holds, and finishes the transactions it finds deciding. Returns how many
-    /// ids it loaded.
+    /// the ids it holds, and finishes the transactions it finds deciding; its ids are
+    /// served from then on. Returns how many ids it loaded.
     pub fn load_transactions(self: &Arc<Self>, partition: &PartitionHandle) -> usize {
+        let loaded = self.replay(partition);
+        self.loading.lock().remove(&partition.tp.partition);
+        loaded
+    }
+
+    fn replay(self: &Arc<Self>, partition: &PartitionHandle) -> usize {
         let bytes = {
             let log = partition.lock();
             match log.read(log.log_start_offset(), usize::MAX, ReadBound::LogEnd) {

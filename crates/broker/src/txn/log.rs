@@ -188,7 +188,7 @@ pub fn write(
     }
     let now = crate::record_batch::wall_clock_ms();
     let record = (key(&meta.transactional_id), Some(value(meta, now)));
-    let batch = match records::batch(&[record], now) {
+    let batch = match records::batch(&[record], now, None) {
         Ok(batch) => batch,
         Err(e) => {
             warn!(error = %e, "cannot encode a {TRANSACTION_STATE_TOPIC} record");

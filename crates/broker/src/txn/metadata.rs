@@ -14,7 +14,7 @@
 //! Prepare state waits for its markers, every request but a retry of the same EndTxn is
 //! CONCURRENT_TRANSACTIONS: the client retries until the transaction is complete.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use kafka_protocol::ResponseError;
 
@@ -60,22 +60,6 @@ impl TxnState {
     }
 }
 
-/// One partition's offset in a TxnOffsetCommit: ((topic, partition), (offset, leader
-/// epoch, metadata)).
-pub type TxnOffset = ((String, i32), (i64, i32, String));
-
-/// Offsets a transaction commits for a consumer group (TxnOffsetCommit): they take effect
-/// only when the transaction commits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingOffsets {
-    /// The group's member id and generation, as the TxnOffsetCommit gave them.
-    pub member_id: String,
-    /// The generation, -1 for a commit outside any generation.
-    pub generation_id: i32,
-    /// (topic, partition) → (offset, leader epoch, metadata).
-    pub offsets: BTreeMap<(String, i32), (i64, i32, String)>,
-}
-
 /// One transactional id's state.
 #[derive(Debug, Clone)]
 pub struct TxnMetadata {
@@ -89,10 +73,9 @@ pub struct TxnMetadata {
     pub timeout_ms: u64,
     /// Where it stands.
     pub state: TxnState,
-    /// The partitions of the open transaction.
+    /// The partitions of the open transaction: those it wrote to, and the
+    /// `__consumer_offsets` partition of each group whose offsets it commits.
     pub partitions: BTreeSet<TopicPartition>,
-    /// The groups whose offsets the transaction commits, with those offsets.
-    pub groups: BTreeMap<String, PendingOffsets>,
     /// When the open transaction started (broker clock, ms): its timeout counts from here.
     pub started_ms: u64,
     /// The same moment on the wall clock (ms since the epoch), as DescribeTransactions
@@ -112,7 +95,6 @@ impl TxnMetadata {
             timeout_ms,
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
-            groups: BTreeMap::new(),
             started_ms: now_ms,
             started_wall_ms: -1,
             updated_ms: now_ms,
@@ -138,9 +120,9 @@ impl TxnMetadata {
         }
     }
 
-    /// The open transaction takes more partitions (AddPartitionsToTxn), or a group's
-    /// offsets (AddOffsetsToTxn, with no partition): from Empty or Complete, that opens a
-    /// new one. CONCURRENT_TRANSACTIONS while the last one is still ending.
+    /// The open transaction takes more partitions (AddPartitionsToTxn, or AddOffsetsToTxn
+    /// with the group's `__consumer_offsets` partition): from Empty or Complete, that
+    /// opens a new one. CONCURRENT_TRANSACTIONS while the last one is still ending.
     pub fn add(&mut self, partitions: &[TopicPartition], now_ms: u64) -> Result<(), ResponseError> {
         match self.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
@@ -150,7 +132,6 @@ impl TxnMetadata {
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 self.state = TxnState::Ongoing;
                 self.partitions.clear();
-                self.groups.clear();
                 self.started_ms = now_ms;
                 self.started_wall_ms = crate::record_batch::wall_clock_ms();
             }
@@ -190,7 +171,6 @@ impl TxnMetadata {
             other => other,
         };
         self.partitions.clear();
-        self.groups.clear();
         self.updated_ms = now_ms;
     }
 

@@ -10,11 +10,16 @@
 //!    before committing a consumer group's offsets in the transaction. The producer's
 //!    batches carry the transactional bit; the partitions hold them back from
 //!    `read_committed` readers (the last stable offset, [`replog::transactions`]).
-//! 2. **TxnOffsetCommit**: offsets held by the transaction, committed only with it.
+//!    AddOffsetsToTxn adds the group's `__consumer_offsets` partition to the transaction.
+//! 2. **TxnOffsetCommit**, at the group's coordinator: the offsets are appended to that
+//!    partition as the transaction's own batch, and the group holds them as pending
+//!    (OffsetFetch does not show them; with `require_stable` it answers
+//!    UNSTABLE_OFFSET_COMMIT).
 //! 3. **EndTxn**: commit or abort. The coordinator writes a COMMIT or ABORT marker into
 //!    every partition of the transaction ([`ReplicaManager::append_txn_marker`]) and
 //!    answers once every marker is replicated (a `DelayedProduce` of no records, in the
-//!    produce purgatory, named `end-txn`). Then the group offsets take effect.
+//!    produce purgatory, named `end-txn`). The marker in `__consumer_offsets` decides the
+//!    group's pending offsets: committed, or dropped.
 //!
 //! A transaction open longer than its `transaction.timeout.ms` is aborted by the
 //! coordinator itself, with the epoch bumped so that the producer that left it is fenced;
@@ -26,18 +31,17 @@
 //!
 //! In a cluster the coordinator of an id is the leader of its `__transaction_state`
 //! partition, each marker is written by its partition's leader, and a group's offsets by
-//! the group's coordinator ([`routing`]); a coordinator that takes over a partition loads
-//! its ids from the log ([`load`]).
-//!
-//! Not here yet: offsets a transaction holds for a group are in memory only, so they do
-//! not survive a move of the coordinator.
+//! the group's coordinator (`routing.rs`); a coordinator that takes over a partition loads
+//! its ids from the log (`load.rs`).
+//! Both logs are the truth: a group coordinator that takes over a `__consumer_offsets`
+//! partition reads a transaction's offsets and its marker back from it.
 
 mod load;
 pub mod log;
 pub mod metadata;
 mod routing;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
 
 use kafka_protocol::ResponseError;
@@ -51,7 +55,8 @@ use crate::delayed::{DelayedProduce, OpMeta, ProducePartitionResult};
 use crate::partition::TopicPartition;
 use crate::replica_manager::ReplicaManager;
 use crate::request::RequestContext;
-pub use metadata::{PendingOffsets, TxnMetadata, TxnOffset, TxnState};
+use crate::topics::OFFSETS_TOPIC;
+pub use metadata::{TxnMetadata, TxnState};
 
 /// Tracing target of the coordinator's decisions.
 pub const TRACE_TARGET: &str = "purgatory::txn";
@@ -81,7 +86,9 @@ pub struct TransactionCoordinator {
     by_producer: Mutex<HashMap<i64, String>>,
     max_timeout_ms: u64,
     max_transactional_ids: usize,
-    max_groups_per_txn: usize,
+    /// `__transaction_state` partitions this broker has begun to lead and is still
+    /// loading (`load.rs`): their ids are answered COORDINATOR_LOAD_IN_PROGRESS.
+    loading: Mutex<BTreeSet<i32>>,
 }
 
 impl TransactionCoordinator {
@@ -95,7 +102,7 @@ impl TransactionCoordinator {
             by_producer: Mutex::new(HashMap::new()),
             max_timeout_ms: rm.config.transaction_max_timeout_ms.max(1) as u64,
             max_transactional_ids: rm.config.transaction_coordinator_max_transactional_ids,
-            max_groups_per_txn: rm.config.group_coordinator_max_groups,
+            loading: Mutex::new(BTreeSet::new()),
         });
         schedule_expiry(Arc::downgrade(&coordinator));
         coordinator
@@ -215,9 +222,8 @@ impl TransactionCoordinator {
         self.write_then(ctx, changed, reply);
     }
 
-    /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`. One transaction
-    /// names at most `group.coordinator.max.groups` groups (ours, not Kafka's: past it,
-    /// COORDINATOR_NOT_AVAILABLE), so a client cannot grow it without bound.
+    /// AddOffsetsToTxn: the transaction will commit offsets of `group_id`, so the
+    /// group's `__consumer_offsets` partition joins it (and gets its marker at the end).
     pub fn add_offsets(
         &self,
         ctx: &RequestContext,
@@ -227,23 +233,29 @@ impl TransactionCoordinator {
         group_id: &str,
         reply: WriteCallback,
     ) {
+        let tp = match self.offsets_partition_of(group_id) {
+            Ok(tp) => tp,
+            Err(e) => return reply(Err(e)),
+        };
         let now = self.now_ms();
-        let max_groups = self.max_groups_per_txn;
         let changed = self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
-            if !meta.groups.contains_key(group_id) && meta.groups.len() >= max_groups {
-                return Err(ResponseError::CoordinatorNotAvailable);
-            }
-            meta.add(&[], now)?;
-            meta.groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| PendingOffsets {
-                    member_id: String::new(),
-                    generation_id: -1,
-                    offsets: BTreeMap::new(),
-                });
-            Ok(())
+            meta.add(std::slice::from_ref(&tp), now)
         });
         self.write_then(ctx, changed, reply);
+    }
+
+    /// The `__consumer_offsets` partition of `group_id` (the topic is created if it is
+    /// not there yet, as FindCoordinator would).
+    fn offsets_partition_of(&self, group_id: &str) -> Result<TopicPartition, ResponseError> {
+        let groups = self
+            .groups
+            .upgrade()
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        groups
+            .manager
+            .ensure_offsets_topic()
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+        Ok(groups.manager.topic_partition_for(group_id))
     }
 
     /// Writes the state `changed` left (if it succeeded) to `__transaction_state`, then
@@ -261,38 +273,55 @@ impl TransactionCoordinator {
         }
     }
 
-    /// TxnOffsetCommit: offsets of `group_id` held by the transaction until it ends.
-    /// INVALID_TXN_STATE if AddOffsetsToTxn did not add the group first.
-    #[allow(clippy::too_many_arguments)]
-    pub fn txn_offset_commit(
+    /// Whether a TxnOffsetCommit of `group_id` may be written for the transaction of
+    /// (`producer_id`, `producer_epoch`): it must be open and hold the group's partition
+    /// (AddOffsetsToTxn first). INVALID_TXN_STATE otherwise; PRODUCER_FENCED for an old
+    /// epoch, INVALID_PRODUCER_ID_MAPPING for another producer id.
+    pub fn verify_offsets(
         &self,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         group_id: &str,
-        member_id: &str,
-        generation_id: i32,
-        offsets: Vec<TxnOffset>,
     ) -> Result<(), ResponseError> {
-        self.with_txn(transactional_id, producer_id, producer_epoch, |meta| {
-            if meta.state != TxnState::Ongoing {
-                return Err(ResponseError::InvalidTxnState);
-            }
-            let pending = meta
-                .groups
-                .get_mut(group_id)
-                .ok_or(ResponseError::InvalidTxnState)?;
-            pending.member_id = member_id.to_string();
-            pending.generation_id = generation_id;
-            pending.offsets.extend(offsets);
+        let tp = self.offsets_partition_of(group_id)?;
+        let missing =
+            self.verify_partitions(transactional_id, producer_id, producer_epoch, &[tp])?;
+        if missing.is_empty() {
             Ok(())
-        })
-        .map(drop)
+        } else {
+            Err(ResponseError::InvalidTxnState)
+        }
+    }
+
+    /// The partitions of `partitions` that the open transaction of (`producer_id`,
+    /// `producer_epoch`) does not hold (all of them when none is open): AddPartitionsToTxn
+    /// v4+ with `verify_only`. The errors refuse them all: NOT_COORDINATOR,
+    /// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, ...
+    pub fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<TopicPartition>, ResponseError> {
+        self.check_coordinator(transactional_id)?;
+        let txns = self.txns.lock();
+        let meta = txns
+            .get(transactional_id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        meta.check_producer(producer_id, producer_epoch)?;
+        let open = meta.state == TxnState::Ongoing;
+        Ok(partitions
+            .iter()
+            .filter(|tp| !(open && meta.partitions.contains(tp)))
+            .cloned()
+            .collect())
     }
 
     /// Whether a transactional batch of (`producer_id`, `producer_epoch`) may go to
     /// `tp`: its transaction must be open and hold the partition (Kafka's KIP-890
-    /// verification). INVALID_TXN_STATE otherwise; PRODUCER_FENCED for an old epoch.
+    /// verification). INVALID_TXN_STATE otherwise; INVALID_PRODUCER_EPOCH for an old epoch.
     /// In a cluster the producer's coordinator may be another broker's: the one that
     /// knows the producer id answers.
     pub fn verify(
@@ -336,7 +365,9 @@ impl TransactionCoordinator {
             .filter(|m| m.producer_id == producer_id)
             .ok_or(ResponseError::InvalidTxnState)?;
         if producer_epoch < meta.producer_epoch {
-            return Err(ResponseError::ProducerFenced);
+            // A zombie's produce: Kafka 4.4 answers it INVALID_PRODUCER_EPOCH (the
+            // transaction APIs answer the same zombie PRODUCER_FENCED).
+            return Err(ResponseError::InvalidProducerEpoch);
         }
         if meta.state == TxnState::Ongoing && meta.partitions.contains(tp) {
             Ok(())
@@ -384,36 +415,6 @@ impl TransactionCoordinator {
                 reply(Err(e));
             }
         }
-    }
-
-    /// Whether an open or ending transaction holds an offset of `group` for
-    /// (`topic`, `partition`): OffsetFetch with `require_stable` answers it
-    /// UNSTABLE_OFFSET_COMMIT meanwhile. Every coordinator of a cluster is asked: the
-    /// group's and the transaction's need not be one broker.
-    pub fn holds_offset(self: &Arc<Self>, group: &str, topic: &str, partition: i32) -> bool {
-        self.all_coordinators()
-            .iter()
-            .any(|c| c.holds_offset_here(group, topic, partition))
-    }
-
-    fn holds_offset_here(&self, group: &str, topic: &str, partition: i32) -> bool {
-        let key = (topic.to_string(), partition);
-        self.txns.lock().values().any(|m| {
-            m.state.in_flight()
-                && m.groups
-                    .get(group)
-                    .is_some_and(|pending| pending.offsets.contains_key(&key))
-        })
-    }
-
-    /// How many group offsets the transactions hold in all, for bounds checks.
-    pub fn held_offsets(&self) -> usize {
-        self.txns
-            .lock()
-            .values()
-            .flat_map(|m| m.groups.values())
-            .map(|g| g.offsets.len() + 1)
-            .sum()
     }
 
     /// Every transactional id, for the state API and the live view.
@@ -649,16 +650,15 @@ impl TransactionCoordinator {
         }
     }
 
-    /// The markers of `ending` are replicated: the transaction is complete, and a
-    /// committed one's group offsets take effect.
+    /// The markers of `ending` are replicated: the transaction is complete, and the
+    /// coordinator of each group it committed offsets for commits or drops them.
     fn complete(&self, ctx: &RequestContext, ending: &Ending) {
         let now = self.now_ms();
-        let offsets = {
+        {
             let mut txns = self.txns.lock();
             let Some(meta) = txns.get_mut(&ending.transactional_id) else {
                 return;
             };
-            let offsets = std::mem::take(&mut meta.groups);
             meta.complete(now);
             if let Some(rm) = self.rm.upgrade() {
                 log::write(
@@ -672,56 +672,32 @@ impl TransactionCoordinator {
                     }),
                 );
             }
-            offsets
-        };
-        info!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, commit = ending.commit, partitions = ending.partitions.len(), "transaction complete");
-        if !ending.commit {
-            return;
         }
+        info!(target: TRACE_TARGET, transactional_id = %ending.transactional_id, commit = ending.commit, partitions = ending.partitions.len(), "transaction complete");
         let (Some(local), Some(rm)) = (self.groups.upgrade(), self.rm.upgrade()) else {
             return;
         };
-        for (group_id, pending) in offsets {
-            if pending.offsets.is_empty() {
-                continue;
+        // The marker in a `__consumer_offsets` partition decides the offsets that the
+        // transaction wrote there; its group coordinator (the partition's leader) hears
+        // of it now, as Kafka's WriteTxnMarkers tells it. One that takes the partition
+        // over later reads the marker from the log instead.
+        for tp in ending
+            .partitions
+            .iter()
+            .filter(|tp| &*tp.topic == OFFSETS_TOPIC)
+        {
+            match routing::group_coordinator_leading(&rm, local.clone(), tp) {
+                Some(groups) => {
+                    groups.on_transaction_completed(
+                        ending.producer_id,
+                        tp.partition,
+                        ending.commit,
+                    );
+                }
+                None => {
+                    warn!(target: TRACE_TARGET, %tp, "no coordinator leads the partition now; its next leader reads the marker from the log");
+                }
             }
-            // The group's coordinator commits them: this broker's, or in a cluster the
-            // leader of the group's `__consumer_offsets` partition.
-            let Some(groups) = routing::group_coordinator_of(&rm, local.clone(), &group_id) else {
-                warn!(target: TRACE_TARGET, group = %group_id, "a transaction's offsets are not committed: the group's partition has no leader");
-                continue;
-            };
-            let offsets = pending
-                .offsets
-                .into_iter()
-                .map(|((topic, partition), (offset, leader_epoch, metadata))| {
-                    (
-                        (Arc::<str>::from(topic.as_str()), partition),
-                        crate::coordinator::group::OffsetAndMetadata {
-                            offset,
-                            leader_epoch,
-                            metadata,
-                            commit_timestamp_ms: crate::record_batch::wall_clock_ms(),
-                        },
-                    )
-                })
-                .collect();
-            let group = group_id.clone();
-            groups.handle_commit_offsets(
-                ctx,
-                &group_id,
-                &pending.member_id,
-                None,
-                pending.generation_id,
-                offsets,
-                Box::new(move |results| {
-                    for (key, error) in results {
-                        if let Some(error) = error {
-                            warn!(target: TRACE_TARGET, group = %group, topic = %key.0, partition = key.1, ?error, "a transaction's offset commit failed");
-                        }
-                    }
-                }),
-            );
         }
     }
 

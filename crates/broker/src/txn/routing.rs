@@ -9,8 +9,9 @@
 //! - **A marker** is written by the leader of its partition (Kafka's coordinator sends that
 //!   broker WriteTxnMarkers), and waits in that leader's produce purgatory until it is
 //!   replicated.
-//! - **A group's offsets** are committed by the group's coordinator, the leader of the
-//!   group's `__consumer_offsets` partition, which is also where a TxnOffsetCommit arrives.
+//! - **A group's offsets** are written by the group's coordinator, the leader of the
+//!   group's `__consumer_offsets` partition, where a TxnOffsetCommit arrives; the
+//!   transaction's marker in that partition decides them.
 //!
 //! The brokers of a cluster share a process, so a coordinator reaches another broker through
 //! [`ClusterLink::node`](crate::cluster::ClusterLink::node) rather than a socket.
@@ -23,12 +24,13 @@ use super::{log, TransactionCoordinator};
 use crate::coordinator::GroupCoordinator;
 use crate::partition::TopicPartition;
 use crate::replica_manager::ReplicaManager;
-use crate::topics::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
+use crate::topics::TRANSACTION_STATE_TOPIC;
 
 impl TransactionCoordinator {
     /// Whether this broker coordinates `transactional_id`: it leads the id's
     /// `__transaction_state` partition, or that topic does not exist yet (the first
     /// request creates it, and a broker alone leads all of it).
+    /// COORDINATOR_LOAD_IN_PROGRESS while it is still loading that partition.
     pub fn check_coordinator(&self, transactional_id: &str) -> Result<(), ResponseError> {
         let rm = self
             .rm
@@ -38,6 +40,9 @@ impl TransactionCoordinator {
             return Ok(());
         };
         let tp = log::partition_for(&rm, transactional_id);
+        if self.loading.lock().contains(&tp.partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
         match topic.partitions.get(tp.partition as usize) {
             Some(p) if p.lock().is_leader() => Ok(()),
             _ => Err(ResponseError::NotCoordinator),
@@ -96,17 +101,16 @@ pub(super) fn leader_of(
         .ok_or(ResponseError::NotLeaderOrFollower)
 }
 
-/// The coordinator of `group`: `local` alone; in a cluster the group coordinator of the
-/// broker leading the group's `__consumer_offsets` partition (none while it has no leader).
-pub(super) fn group_coordinator_of(
+/// The group coordinator of the broker leading `__consumer_offsets` partition `tp`:
+/// `local` alone; in a cluster the leader's (none while the partition has no leader).
+pub(super) fn group_coordinator_leading(
     rm: &ReplicaManager,
     local: Arc<GroupCoordinator>,
-    group: &str,
+    tp: &TopicPartition,
 ) -> Option<Arc<GroupCoordinator>> {
     let Some(cluster) = rm.cluster() else {
         return Some(local);
     };
-    let index = local.manager.partition_for(group);
-    let leader = cluster.partition(OFFSETS_TOPIC, index)?.leader;
+    let leader = cluster.partition(&tp.topic, tp.partition)?.leader;
     cluster.node(leader).map(|n| n.groups)
 }

@@ -230,9 +230,9 @@ fn hostile_transaction_requests_at_every_version_neither_panic_nor_grow_without_
                     held <= MAX_IDS,
                     "{held} transactional ids held, the cap is {MAX_IDS}"
                 );
-                // Offsets only for partitions that exist (one topic of one partition here),
-                // in at most group.coordinator.max.groups groups per transaction.
-                let offsets = apis.txn_coordinator.held_offsets();
+                // A transaction's offsets only for partitions that exist (one topic of one
+                // partition here), in at most group.coordinator.max.groups groups.
+                let offsets = apis.group_coordinator.txn_offsets_held();
                 assert!(
                     offsets <= MAX_IDS * MAX_GROUPS * 2,
                     "{offsets} transactional offsets held"

@@ -227,42 +227,55 @@ fn fetch_offset(apis: &KafkaApis, group: &str, topic: &str, require_stable: bool
     (p.error_code, p.committed_offset)
 }
 
-#[test]
-fn offsets_sent_to_a_transaction_are_unstable_until_it_commits() {
-    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
-    topic(&apis, "source");
-    let p = init(&apis, "t4");
+/// `send_offsets_to_transaction` as a producer sends it: AddOffsetsToTxn of `group`,
+/// then TxnOffsetCommit of `offset` for partition 0 of `topic`, with no member and no
+/// generation. Their error codes.
+fn send_offsets(
+    apis: &KafkaApis,
+    p: &Producer,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> (i16, i16) {
+    let group = || GroupId(StrBytes::from_string(group.to_string()));
     let add_offsets = AddOffsetsToTxnRequest::default()
         .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
         .with_producer_id(ProducerId(p.producer_id))
         .with_producer_epoch(p.epoch)
-        .with_group_id(GroupId(StrBytes::from_static_str("ctp")));
+        .with_group_id(group());
     let ResponseKind::AddOffsetsToTxn(added) =
-        ask(&apis, 3, RequestKind::AddOffsetsToTxn(add_offsets))
+        ask(apis, 3, RequestKind::AddOffsetsToTxn(add_offsets))
     else {
         panic!("not an AddOffsetsToTxn response");
     };
-    assert_eq!(added.error_code, 0);
     let commit = TxnOffsetCommitRequest::default()
         .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
-        .with_group_id(GroupId(StrBytes::from_static_str("ctp")))
+        .with_group_id(group())
         .with_producer_id(ProducerId(p.producer_id))
         .with_producer_epoch(p.epoch)
         .with_generation_id(-1)
         .with_topics(vec![
             txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                .with_name(name("source"))
+                .with_name(name(topic))
                 .with_partitions(vec![
                     txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
                         .with_partition_index(0)
-                        .with_committed_offset(42),
+                        .with_committed_offset(offset),
                 ]),
         ]);
-    let ResponseKind::TxnOffsetCommit(held) = ask(&apis, 3, RequestKind::TxnOffsetCommit(commit))
+    let ResponseKind::TxnOffsetCommit(held) = ask(apis, 3, RequestKind::TxnOffsetCommit(commit))
     else {
         panic!("not a TxnOffsetCommit response");
     };
-    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    (added.error_code, held.topics[0].partitions[0].error_code)
+}
+
+#[test]
+fn offsets_sent_to_a_transaction_are_unstable_until_it_commits() {
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "source");
+    let p = init(&apis, "t4");
+    assert_eq!(send_offsets(&apis, &p, "ctp", "source", 42), (0, 0));
     let unstable = ResponseError::UnstableOffsetCommit.code();
     assert_eq!(fetch_offset(&apis, "ctp", "source", true).0, unstable);
     assert_eq!(
@@ -272,6 +285,116 @@ fn offsets_sent_to_a_transaction_are_unstable_until_it_commits() {
     );
     assert_eq!(end(&apis, &p, true), 0);
     assert_eq!(fetch_offset(&apis, "ctp", "source", true), (0, 42));
+}
+
+#[test]
+fn a_transactions_offsets_are_its_batch_in_consumer_offsets_decided_by_its_marker() {
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    let rm = &apis.replica_manager;
+    topic(&apis, "in");
+    let p = init(&apis, "t8");
+    // Committed with offset 42; then 99, aborted; then 7, left open.
+    assert_eq!(send_offsets(&apis, &p, "ctp2", "in", 42), (0, 0));
+    assert_eq!(end(&apis, &p, true), 0);
+    assert_eq!(send_offsets(&apis, &p, "ctp2", "in", 99), (0, 0));
+    assert_eq!(end(&apis, &p, false), 0);
+    assert_eq!(
+        fetch_offset(&apis, "ctp2", "in", true),
+        (0, 42),
+        "the abort dropped 99"
+    );
+    assert_eq!(send_offsets(&apis, &p, "ctp2", "in", 7), (0, 0));
+    let unstable = ResponseError::UnstableOffsetCommit.code();
+    assert_eq!(fetch_offset(&apis, "ctp2", "in", true).0, unstable);
+    assert_eq!(fetch_offset(&apis, "ctp2", "in", false), (0, 42));
+
+    // The group's partition of __consumer_offsets: each TxnOffsetCommit is a batch of
+    // the transaction, and each EndTxn left its marker after it.
+    let tp = apis.group_coordinator.manager.topic_partition_for("ctp2");
+    let handle = rm
+        .partition(&tp.topic, tp.partition)
+        .expect("the group's partition");
+    let read = handle
+        .lock()
+        .read(0, usize::MAX, replog::ReadBound::LogEnd)
+        .expect("readable");
+    let mut buf = read.records.clone();
+    let mut seen = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut buf).expect("record batches") {
+        for r in set.records {
+            let what = match (r.control, r.transactional) {
+                (true, _) => match crate::coordinator::records::read_control_type(r.key.as_ref()) {
+                    Some(true) => "COMMIT",
+                    Some(false) => "ABORT",
+                    None => "?",
+                },
+                (false, true) => "txn offset",
+                (false, false) => "offset",
+            };
+            assert!(!r.transactional || r.producer_id == p.producer_id);
+            seen.push(what);
+        }
+    }
+    assert_eq!(
+        seen,
+        vec!["txn offset", "COMMIT", "txn offset", "ABORT", "txn offset"]
+    );
+
+    // A coordinator that takes the partition over reads the same from the log: 42
+    // committed, 7 still held by the open transaction, which its marker then commits.
+    let fresh = crate::coordinator::GroupCoordinator::new(rm);
+    assert_eq!(fresh.load_groups(&handle).unreadable, 0);
+    let key = (Arc::from("in"), 0);
+    let offset_of = |c: &crate::coordinator::GroupCoordinator| {
+        c.handle_fetch_offsets("ctp2", Some(vec![key.clone()]))[0]
+            .1
+            .offset
+    };
+    assert_eq!(offset_of(&fresh), 42);
+    assert!(fresh.holds_txn_offset("ctp2", &key));
+    assert_eq!(
+        fresh.on_transaction_completed(p.producer_id, tp.partition, true),
+        1
+    );
+    assert_eq!(offset_of(&fresh), 7);
+    assert!(!fresh.holds_txn_offset("ctp2", &key));
+}
+
+#[test]
+fn a_txn_offset_commit_needs_add_offsets_to_txn_first() {
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "src");
+    let p = init(&apis, "t9");
+    assert_eq!(add(&apis, &p, "src"), 0);
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_group_id(GroupId(StrBytes::from_static_str("unadded")))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(name("src"))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(3),
+                ]),
+        ]);
+    let ResponseKind::TxnOffsetCommit(answer) =
+        ask(&apis, 3, RequestKind::TxnOffsetCommit(request))
+    else {
+        panic!("not a TxnOffsetCommit response");
+    };
+    assert_eq!(
+        answer.topics[0].partitions[0].error_code,
+        ResponseError::InvalidTxnState.code()
+    );
+    assert_eq!(apis.group_coordinator.txn_offsets_held(), 0);
+    assert_eq!(end(&apis, &p, true), 0);
+    assert_eq!(fetch_offset(&apis, "unadded", "src", false), (0, -1));
 }
 
 #[test]
@@ -354,6 +477,23 @@ fn a_coordinator_that_takes_over_finishes_a_decided_transaction_and_keeps_an_ope
 
     // A coordinator that knows nothing loads the ids' partitions from the log.
     let taking_over = TransactionCoordinator::new(rm, &apis.group_coordinator);
+    // Told it leads t6's partition, it answers t6 COORDINATOR_LOAD_IN_PROGRESS until it
+    // has read the partition: a new producer id from its empty memory would fence nothing.
+    let t6_partition = crate::txn::log::partition_for(rm, "t6").partition;
+    taking_over.start_loading(t6_partition);
+    let init = Arc::new(Mutex::new(None));
+    let into = init.clone();
+    taking_over.init_producer_id(
+        &context("test", 1, 4),
+        "t6",
+        60_000,
+        || 999,
+        Box::new(move |r| *into.lock().unwrap() = Some(r)),
+    );
+    assert_eq!(
+        *init.lock().unwrap(),
+        Some(Err(ResponseError::CoordinatorLoadInProgress))
+    );
     for id in ["t6", "t7"] {
         let tp = crate::txn::log::partition_for(rm, id);
         let handle = rm.partition(&tp.topic, tp.partition).expect("partition");
@@ -389,4 +529,73 @@ fn a_coordinator_that_takes_over_finishes_a_decided_transaction_and_keeps_an_ope
     );
     assert_eq!(*ended.lock().unwrap(), Some(Ok(())));
     assert_eq!(fetched(&apis, "open", 1).last_stable_offset, 2);
+}
+
+#[test]
+fn a_brokers_batched_add_partitions_to_txn_verifies_or_adds_each_transaction() {
+    use add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction};
+
+    use crate::partition::TopicPartition;
+
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "held");
+    topic(&apis, "not-held");
+    let verified = init(&apis, "t10");
+    assert_eq!(add(&apis, &verified, "held"), 0);
+    let added = init(&apis, "t11");
+    let transaction = |p: &Producer, verify_only: bool, topics: &[&str]| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+            .with_producer_id(ProducerId(p.producer_id))
+            .with_producer_epoch(p.epoch)
+            .with_verify_only(verify_only)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(name(t))
+                            .with_partitions(vec![0])
+                    })
+                    .collect(),
+            )
+    };
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        transaction(&verified, true, &["held", "not-held"]),
+        transaction(&added, false, &["held"]),
+    ]);
+    let ResponseKind::AddPartitionsToTxn(answer) =
+        ask(&apis, 4, RequestKind::AddPartitionsToTxn(request))
+    else {
+        panic!("not an AddPartitionsToTxn response");
+    };
+    let codes: Vec<(String, String, i16)> = answer
+        .results_by_transaction
+        .iter()
+        .flat_map(|r| {
+            r.topic_results.iter().flat_map(move |t| {
+                t.results_by_partition.iter().map(move |p| {
+                    (
+                        r.transactional_id.to_string(),
+                        t.name.to_string(),
+                        p.partition_error_code,
+                    )
+                })
+            })
+        })
+        .collect();
+    let invalid = ResponseError::InvalidTxnState.code();
+    assert_eq!(
+        codes,
+        vec![
+            ("t10".into(), "held".into(), 0),
+            ("t10".into(), "not-held".into(), invalid),
+            ("t11".into(), "held".into(), 0),
+        ]
+    );
+    // Verifying added nothing to t10; t11 now holds its partition.
+    let t10 = apis.txn_coordinator.describe("t10").expect("known");
+    assert!(!t10.partitions.contains(&TopicPartition::new("not-held", 0)));
+    let t11 = apis.txn_coordinator.describe("t11").expect("known");
+    assert!(t11.partitions.contains(&TopicPartition::new("held", 0)));
 }
