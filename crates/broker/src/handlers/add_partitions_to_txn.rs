@@ -10,7 +10,8 @@
 //!
 //! v4+ is the form brokers send a coordinator (KIP-890): several transactions in one
 //! request, each either added as above or, with `verify_only`, only checked: does the
-//! open transaction hold each partition? A partition leader asks that before it appends a
+//! open transaction hold each partition? (TRANSACTION_ABORTABLE where it does not, as
+//! Kafka 4.4 answers at v4 and v5.) A partition leader asks that before it appends a
 //! transactional batch. This broker's own leaders ask their coordinator in process
 //! ([`TransactionCoordinator::verify`]); the wire form answers anyone who asks.
 
@@ -153,7 +154,7 @@ fn apply(
         let checked = txn.verify_partitions(&one.id, one.producer_id, one.epoch, &partitions);
         let code = |tp: &TopicPartition| match &checked {
             Err(e) => e.code(),
-            Ok(missing) if missing.contains(tp) => ResponseError::InvalidTxnState.code(),
+            Ok(missing) if missing.contains(tp) => ResponseError::TransactionAbortable.code(),
             Ok(_) => 0,
         };
         return done(results(topics, code));

@@ -1,6 +1,8 @@
 //! Transactions over the raw protocol: a transactional id initialised at its coordinator,
 //! a partition added, transactional and plain records, and what a read_committed fetch
-//! and ListOffsets see before and after EndTxn; then the errors of the transaction APIs.
+//! and ListOffsets see before and after EndTxn; a group's offsets sent to a transaction
+//! (AddOffsetsToTxn, TxnOffsetCommit) and what OffsetFetch answers while it is open, after
+//! its commit and after an abort; then the errors of the transaction APIs.
 //!
 //! Kafka answers EndTxn once it has *decided* (PrepareCommit / PrepareAbort is in
 //! `__transaction_state`) and writes the markers after; this broker answers once the
@@ -10,17 +12,24 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest,
+    InitProducerIdRequest, ProducerId, TransactionalId, TxnOffsetCommitRequest,
 };
 
+use super::group_requests::{fetch_offsets, gid};
 use super::{
     fetch, fetch_request, list_offset_with, list_offsets_request, produce, produce_request,
     scenario, see_fetch, see_produce, transactional, values, Ctx, Scenario, PRODUCE_VERSION,
 };
-use crate::observe::Observation;
-use crate::target::{find_coordinator_request, name, topic_name, Target};
+use crate::observe::{error_name, Observation};
+use crate::target::{find_coordinator_request, name, topic_name, Target, LEADER};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -28,6 +37,26 @@ pub fn scenarios() -> Vec<Scenario> {
             "transactions/abort and commit as read_committed sees them",
             true,
             abort_and_commit
+        ),
+        scenario!(
+            "transactions/offsets sent to a transaction appear only on commit",
+            true,
+            offsets_in_a_transaction
+        ),
+        scenario!(
+            "transactions/a new instance aborts what the zombie left open and fences it",
+            true,
+            zombie
+        ),
+        scenario!(
+            "transactions/a transaction past its timeout is aborted and its producer fenced",
+            true,
+            timed_out
+        ),
+        scenario!(
+            "transactions/a broker's batched AddPartitionsToTxn verifies or adds",
+            true,
+            batched_add
         ),
         scenario!("transactions/errors", true, errors),
     ]
@@ -310,5 +339,292 @@ async fn errors(t: &mut Target, c: &Ctx) -> Result<Observation> {
         "end_old_epoch.error",
         end(t, node, &id, pid, epoch, false).await?,
     );
+    Ok(o)
+}
+
+/// AddOffsetsToTxn v3 of `group` at the transaction's coordinator: its error, retried
+/// while the last transaction is completing (CONCURRENT_TRANSACTIONS).
+async fn add_offsets(
+    t: &mut Target,
+    node: i32,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    group: &str,
+) -> Result<i16> {
+    let req = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(gid(group));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let resp = t.send(node, &req, 3).await?;
+        if resp.error_code != 51 || Instant::now() > deadline {
+            return Ok(resp.error_code);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// TxnOffsetCommit v3 of `offset` for partition 0 of `topic`, at the group's coordinator
+/// (node 1: [`Ctx::group`](super::Ctx::group) picks such a group), as a standalone
+/// producer sends it (generation -1, no member): the partition's error.
+async fn txn_commit(
+    t: &mut Target,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> Result<String> {
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_group_id(gid(group))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_member_id(name(""))
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(name("in-txn")))])]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let resp = t.send(LEADER, &req, 3).await?;
+        let error = resp
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map_or(-1, |p| p.error_code);
+        // Loading, or not yet told of the transaction: retried, as the client retries.
+        if ![14, 15, 51].contains(&error) || Instant::now() > deadline {
+            return Ok(error_name(error));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// OffsetFetch with `require_stable` once it no longer answers UNSTABLE_OFFSET_COMMIT
+/// (Kafka answers EndTxn before its markers land; this broker after).
+async fn stable_offsets(t: &mut Target, group: &str, topic: &str) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = fetch_offsets(t, group, topic, Some(&[0]), true).await?;
+        if !seen.contains("UNSTABLE_OFFSET_COMMIT") || Instant::now() > deadline {
+            return Ok(seen);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn offsets_in_a_transaction(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("txn-offsets");
+    let group = c.group("txn-offsets-group");
+    let id = c.topic("txn-offsets-id");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let node = coordinator(t, &id).await?;
+    let (error, pid, epoch) = init(t, node, &id, 60_000).await?;
+    let node = coordinator(t, &id).await?;
+    o.error("init.error", error);
+    // A transaction that commits offset 5.
+    o.error(
+        "add_offsets.error",
+        add_offsets(t, node, &id, pid, epoch, &group).await?,
+    );
+    o.set(
+        "txn_commit.error",
+        txn_commit(t, &id, pid, epoch, &group, &topic, 5).await?,
+    );
+    o.set(
+        "open.require_stable",
+        fetch_offsets(t, &group, &topic, Some(&[0]), true).await?,
+    );
+    o.set(
+        "open.plain",
+        fetch_offsets(t, &group, &topic, Some(&[0]), false).await?,
+    );
+    o.error("commit.error", end(t, node, &id, pid, epoch, true).await?);
+    o.set("committed", stable_offsets(t, &group, &topic).await?);
+    // The next one sends offset 9 and aborts: offset 5 stays.
+    o.error(
+        "add_offsets_again.error",
+        add_offsets(t, node, &id, pid, epoch, &group).await?,
+    );
+    o.set(
+        "txn_commit_again.error",
+        txn_commit(t, &id, pid, epoch, &group, &topic, 9).await?,
+    );
+    o.error("abort.error", end(t, node, &id, pid, epoch, false).await?);
+    o.set("aborted", stable_offsets(t, &group, &topic).await?);
+    // TxnOffsetCommit without AddOffsetsToTxn first, in no open transaction.
+    o.set(
+        "unadded.error",
+        txn_commit(t, &id, pid, epoch, &group, &topic, 11).await?,
+    );
+    Ok(o)
+}
+
+async fn zombie(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("txn-zombie");
+    let id = c.topic("txn-zombie-id");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let node = coordinator(t, &id).await?;
+    let (error, pid, epoch) = init(t, node, &id, 60_000).await?;
+    let node = coordinator(t, &id).await?;
+    o.error("init.error", error);
+    o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
+    produce_txn(
+        t,
+        &mut o,
+        "open.",
+        &id,
+        &topic,
+        transactional("z", pid, epoch, 0, 2),
+    )
+    .await?;
+    // A second instance: the open transaction is aborted first (the answer is
+    // CONCURRENT_TRANSACTIONS until it is, and `init` retries), then the id gets a
+    // new epoch.
+    let (error, new_pid, new_epoch) = init(t, node, &id, 60_000).await?;
+    o.error("reinit.error", error);
+    o.set("reinit.same_producer_id", new_pid == pid);
+    o.set("reinit.epochs_bumped", new_epoch - epoch);
+    o.set("after_reinit.lso", wait_stable(t, &topic, 3).await?);
+    see_both(t, &mut o, "after_reinit.", &topic).await?;
+    // The zombie writes on with its old epoch.
+    produce_txn(
+        t,
+        &mut o,
+        "zombie_produce.",
+        &id,
+        &topic,
+        transactional("late", pid, epoch, 2, 1),
+    )
+    .await?;
+    o.error(
+        "zombie_end.error",
+        end(t, node, &id, pid, epoch, true).await?,
+    );
+    Ok(o)
+}
+
+/// A transaction left open past its `transaction.timeout.ms` (2 s): the coordinator's
+/// next check (Kafka's default interval, 10 s, on both sides) aborts it with the epoch
+/// bumped, the LSO moves past the ABORT marker, and the producer that left it is fenced.
+async fn timed_out(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("txn-timeout");
+    let id = c.topic("txn-timeout-id");
+    t.create_topic(&topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let node = coordinator(t, &id).await?;
+    let (error, pid, epoch) = init(t, node, &id, 2_000).await?;
+    let node = coordinator(t, &id).await?;
+    o.error("init.error", error);
+    o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
+    produce_txn(
+        t,
+        &mut o,
+        "open.",
+        &id,
+        &topic,
+        transactional("left", pid, epoch, 0, 2),
+    )
+    .await?;
+    let (plain, _) = produce(t, &topic, 0, -1, 30_000, values("plain", 1)).await?;
+    see_produce(&mut o, "plain.", &plain);
+    o.set("open.lso", stable_end(t, &topic).await?);
+    // Two records, one plain, then the ABORT marker at offset 3.
+    o.set("timed_out.lso", wait_stable(t, &topic, 4).await?);
+    see_both(t, &mut o, "timed_out.", &topic).await?;
+    o.error(
+        "stale_add.error",
+        add(t, node, &id, pid, epoch, &topic, 0).await?,
+    );
+    o.error(
+        "stale_end.error",
+        end(t, node, &id, pid, epoch, true).await?,
+    );
+    let (error, new_pid, new_epoch) = init(t, node, &id, 60_000).await?;
+    o.error("reinit.error", error);
+    o.set("reinit.same_producer_id", new_pid == pid);
+    o.set("reinit.epochs_bumped", new_epoch - epoch);
+    Ok(o)
+}
+
+/// AddPartitionsToTxn v4 and v5, the form a partition leader sends the coordinator
+/// (KIP-890): two transactions in one request, one only verified, one added to.
+async fn batched_add(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let held = c.topic("txn-batched-held");
+    let other = c.topic("txn-batched-other");
+    let verified = c.topic("txn-batched-verified");
+    t.create_topic(&held, 1, &[]).await?;
+    t.create_topic(&other, 1, &[]).await?;
+    let mut o = Observation::new();
+    let node = coordinator(t, &verified).await?;
+    let (error, pid, epoch) = init(t, node, &verified, 60_000).await?;
+    let node = coordinator(t, &verified).await?;
+    o.error("init.error", error);
+    o.error(
+        "add.error",
+        add(t, node, &verified, pid, epoch, &held, 0).await?,
+    );
+    let transaction = |id: &str, pid: i64, epoch: i16, verify_only: bool, topics: &[&str]| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id(id))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_verify_only(verify_only)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(topic_name(t))
+                            .with_partitions(vec![0])
+                    })
+                    .collect(),
+            )
+    };
+    let verify = |topics: &[&str]| {
+        AddPartitionsToTxnRequest::default()
+            .with_transactions(vec![transaction(&verified, pid, epoch, true, topics)])
+    };
+    let see = |o: &mut Observation, prefix: &str, resp: &AddPartitionsToTxnResponse| {
+        o.error(format!("{prefix}.error"), resp.error_code);
+        for r in &resp.results_by_transaction {
+            for topic in &r.topic_results {
+                let which = if *topic.name == *held {
+                    "held"
+                } else {
+                    "other"
+                };
+                for p in &topic.results_by_partition {
+                    o.error(format!("{prefix}.{which}"), p.partition_error_code);
+                }
+            }
+        }
+    };
+    for version in [4, 5] {
+        let resp = t.send(node, &verify(&[&held, &other]), version).await?;
+        see(&mut o, &format!("verify_v{version}"), &resp);
+    }
+    let add_other = AddPartitionsToTxnRequest::default().with_transactions(vec![transaction(
+        &verified,
+        pid,
+        epoch,
+        false,
+        &[&other],
+    )]);
+    let resp = t.send(node, &add_other, 4).await?;
+    see(&mut o, "add_v4", &resp);
+    let resp = t.send(node, &verify(&[&held, &other]), 4).await?;
+    see(&mut o, "verify_after_add_v4", &resp);
     Ok(o)
 }

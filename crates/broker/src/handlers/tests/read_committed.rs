@@ -584,12 +584,12 @@ fn a_brokers_batched_add_partitions_to_txn_verifies_or_adds_each_transaction() {
             })
         })
         .collect();
-    let invalid = ResponseError::InvalidTxnState.code();
+    let abortable = ResponseError::TransactionAbortable.code();
     assert_eq!(
         codes,
         vec![
             ("t10".into(), "held".into(), 0),
-            ("t10".into(), "not-held".into(), invalid),
+            ("t10".into(), "not-held".into(), abortable),
             ("t11".into(), "held".into(), 0),
         ]
     );
