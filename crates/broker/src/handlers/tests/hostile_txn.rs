@@ -74,25 +74,45 @@ fn hostile_txn_request(rng: &mut StdRng, api: ApiKey, seen: &Seen) -> Option<Req
                 .with_producer_epoch(epoch),
         ),
         ApiKey::AddPartitionsToTxn => {
-            use add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-            let topics = (0..rng.gen_range(0..4))
-                .map(|_| {
-                    AddPartitionsToTxnTopic::default()
-                        .with_name(topic(rng))
-                        .with_partitions(
-                            (0..*[0usize, 1, 2, 3_000].choose(rng).unwrap_or(&1))
-                                .map(|_| *values::PARTITIONS.choose(rng).unwrap_or(&0))
-                                .collect(),
-                        )
-                })
-                .collect();
-            RequestKind::AddPartitionsToTxn(
+            use add_partitions_to_txn_request::{
+                AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+            };
+            let topics = |rng: &mut StdRng| -> Vec<AddPartitionsToTxnTopic> {
+                (0..rng.gen_range(0..4))
+                    .map(|_| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(topic(rng))
+                            .with_partitions(
+                                (0..*[0usize, 1, 2, 3_000].choose(rng).unwrap_or(&1))
+                                    .map(|_| *values::PARTITIONS.choose(rng).unwrap_or(&0))
+                                    .collect(),
+                            )
+                    })
+                    .collect()
+            };
+            // The client form (v0-3) or the brokers' batched one (v4+): each reaches the
+            // versions that carry it.
+            let request = if rng.gen_bool(0.5) {
                 AddPartitionsToTxnRequest::default()
                     .with_v3_and_below_transactional_id(txn.clone())
                     .with_v3_and_below_producer_id(pid)
                     .with_v3_and_below_producer_epoch(epoch)
-                    .with_v3_and_below_topics(topics),
-            )
+                    .with_v3_and_below_topics(topics(rng))
+            } else {
+                let transactions = (0..*[0usize, 1, 3, 40].choose(rng).unwrap_or(&1))
+                    .map(|_| {
+                        let (txn, pid, epoch) = producer(rng, seen);
+                        AddPartitionsToTxnTransaction::default()
+                            .with_transactional_id(txn)
+                            .with_producer_id(pid)
+                            .with_producer_epoch(epoch)
+                            .with_verify_only(rng.gen_bool(0.5))
+                            .with_topics(topics(rng))
+                    })
+                    .collect();
+                AddPartitionsToTxnRequest::default().with_transactions(transactions)
+            };
+            RequestKind::AddPartitionsToTxn(request)
         }
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
             AddOffsetsToTxnRequest::default()
