@@ -188,13 +188,7 @@ impl GroupCoordinator {
     /// Forgets every group held in `__consumer_offsets` partition `partition`, which this
     /// broker no longer leads. Returns how many groups it held.
     pub fn unload_groups(&self, partition: i32) -> usize {
-        let handles: Vec<_> = self
-            .groups
-            .read()
-            .values()
-            .filter(|h| self.manager.partition_for(&h.id) == partition)
-            .cloned()
-            .collect();
+        let handles = self.groups_of_partition(partition);
         for handle in &handles {
             self.locked(handle, |c, g, fx| {
                 for member in g.member_ids() {
@@ -228,6 +222,16 @@ impl GroupCoordinator {
             );
         }
         handles.len()
+    }
+
+    /// The groups this coordinator holds in `__consumer_offsets` partition `partition`.
+    pub(super) fn groups_of_partition(&self, partition: i32) -> Vec<Arc<super::GroupHandle>> {
+        self.groups
+            .read()
+            .values()
+            .filter(|h| self.manager.partition_for(&h.id) == partition)
+            .cloned()
+            .collect()
     }
 
     /// Applies one record to `group` (created Empty if new), under its lock.

@@ -88,13 +88,7 @@ impl GroupCoordinator {
         partition: i32,
         commit: bool,
     ) -> usize {
-        let handles: Vec<Arc<GroupHandle>> = self
-            .groups
-            .read()
-            .values()
-            .filter(|h| self.manager.partition_for(&h.id) == partition)
-            .cloned()
-            .collect();
+        let handles = self.groups_of_partition(partition);
         let mut committed = 0;
         for handle in handles {
             self.locked(&handle, |_, g, _| {

@@ -26,9 +26,7 @@ impl Partition {
         required_acks: i16,
         now_ms: u64,
     ) -> Result<AppendInfo, AppendError> {
-        self.refuse_append_unless_leader()?;
-        self.refuse_acks_all_below_min_isr(required_acks)?;
-        self.append(records, now_ms)
+        self.append_checked(records, required_acks, now_ms, split_and_validate)
     }
 
     /// Appends batches the broker's own coordinators wrote (group metadata and offsets,
@@ -43,9 +41,21 @@ impl Partition {
         required_acks: i16,
         now_ms: u64,
     ) -> Result<AppendInfo, AppendError> {
+        self.append_checked(records, required_acks, now_ms, split_trusted)
+    }
+
+    /// The leader's append: leader, min ISR for acks=-1, then every batch `split` finds,
+    /// or nothing.
+    fn append_checked(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: u64,
+        split: fn(&[u8], usize) -> Result<Vec<BatchSpan>, AppendError>,
+    ) -> Result<AppendInfo, AppendError> {
         self.refuse_append_unless_leader()?;
         self.refuse_acks_all_below_min_isr(required_acks)?;
-        let spans = split_trusted(&records, self.config.max_batch_bytes)?;
+        let spans = split(&records, self.config.max_batch_bytes)?;
         self.append_spans(&records, &spans, now_ms)
     }
 
