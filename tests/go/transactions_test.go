@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -47,6 +48,15 @@ func TestFranzTransactionsCommitAndAbortAsReadCommittedSeesThem(t *testing.T) {
 		if err := producer.EndTransaction(ctx, kgo.TransactionEndTry(txn.commit)); err != nil {
 			t.Fatalf("EndTransaction(commit=%v): %v", txn.commit, err)
 		}
+	}
+	// The broker finalizes transaction.version 2, so franz-go lets Produce v12 add the
+	// partition and EndTxn v5 move the epoch on with every transaction: 0, then 3.
+	described, err := kadm.NewClient(producer).DescribeTransactions(ctx, "go-txn-id")
+	if err != nil {
+		t.Fatalf("DescribeTransactions: %v", err)
+	}
+	if d, ok := described["go-txn-id"]; !ok || d.ProducerEpoch != int16(len(threeTransactions)) {
+		t.Fatalf("after %d transactions the epoch is %+v, want %d", len(threeTransactions), described, len(threeTransactions))
 	}
 	read := func(name string, isolation kgo.IsolationLevel, want int) []string {
 		consumer := newKgo(t, b, name,

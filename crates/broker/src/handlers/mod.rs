@@ -107,18 +107,18 @@ impl Reply {
 /// OffsetFetch 10 use topic ids). OffsetCommit starts at v2 and OffsetFetch at v1, as in
 /// Kafka 4.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 11),
+    (ApiKey::Produce, 0, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 5),
-    (ApiKey::AddOffsetsToTxn, 0, 3),
-    (ApiKey::EndTxn, 0, 3),
-    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
@@ -177,7 +177,7 @@ impl KafkaApis {
             RequestKind::TxnOffsetCommit(r) => {
                 txn_offset_commit::handle(rm, gc, &self.txn_coordinator, ctx, r)
             }
-            RequestKind::EndTxn(r) => end_txn::handle(&self.txn_coordinator, ctx, r),
+            RequestKind::EndTxn(r) => end_txn::handle(rm, &self.txn_coordinator, ctx, r),
             RequestKind::DescribeTransactions(r) => {
                 Reply::now(describe_transactions::handle(&self.txn_coordinator, ctx, r))
             }

@@ -5,7 +5,9 @@
 //! manager sees a request:
 //! - a transactional batch goes only to a partition its transaction holds (Kafka's
 //!   KIP-890 verification, asked of the transaction coordinator): INVALID_TXN_STATE
-//!   otherwise, PRODUCER_FENCED from an epoch a newer instance replaced;
+//!   otherwise, INVALID_PRODUCER_EPOCH from an epoch a newer one replaced. From v12
+//!   (transaction version 2, KIP-890 part 2) the produce adds the partition to the
+//!   transaction itself, as AddPartitionsToTxn would, before the batch is appended;
 //! - Produce v3+ carries exactly one record batch per partition (a retried idempotent
 //!   batch is only recognisable alone), of magic 2: anything else is INVALID_RECORD for
 //!   that partition, which is not appended;
@@ -34,6 +36,9 @@ use crate::txn::TransactionCoordinator;
 /// Kafka's compression codec id for zstd, allowed from Produce v7 on.
 const ZSTD: i16 = 4;
 
+/// The first Produce version that adds its partitions to the transaction itself.
+const ADDS_PARTITIONS: i16 = 12;
+
 /// The answer being built: per topic in request order, each partition's result — set by
 /// this handler for partitions it refuses, by the replica manager for the others.
 type Answer = Vec<(TopicName, Vec<(i32, Option<ProducePartitionResult>)>)>;
@@ -46,8 +51,11 @@ pub fn handle(
     req: ProduceRequest,
 ) -> Reply {
     let acks = req.acks;
+    let transactional_id = req.transactional_id.as_ref().map(|id| id.to_string());
+    // The producer whose partitions this request adds to its transaction (v12+), once.
+    let mut adding: Option<(i64, i16)> = None;
     let mut answer: Answer = Vec::with_capacity(req.topic_data.len());
-    let mut entries = Vec::new();
+    let mut staged: Vec<Staged> = Vec::new();
     for topic in req.topic_data {
         let name: Arc<str> = Arc::from(topic.name.0.as_str());
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -56,12 +64,35 @@ pub fn handle(
                 topic: name.clone(),
                 partition: data.index,
             };
-            let refused = check_records(data.records.as_ref(), ctx.api_version)
-                .and_then(|()| check_transaction(txn, data.records.as_ref(), &tp))
-                .err();
-            if refused.is_none() {
-                entries.push((tp, data.records.unwrap_or_default()));
-            }
+            let records = data.records.as_ref();
+            let checked = check_records(records, ctx.api_version).and_then(|()| {
+                let verified = check_transaction(txn, records, &tp).map(|()| false);
+                verified.or_else(|refused| {
+                    let producer = transactional_producer(records);
+                    match (producer, adding) {
+                        _ if ctx.api_version < ADDS_PARTITIONS || acks == 0 => Err(refused),
+                        _ if transactional_id.is_none() => Err(refused),
+                        _ if refused.error != Some(ResponseError::InvalidTxnState) => Err(refused),
+                        (Some(p), None) => {
+                            adding = Some(p);
+                            Ok(true)
+                        }
+                        (Some(p), Some(first)) if p == first => Ok(true),
+                        _ => Err(refused),
+                    }
+                })
+            });
+            let refused = match checked {
+                Ok(needs_add) => {
+                    staged.push(Staged {
+                        tp,
+                        records: data.records.unwrap_or_default(),
+                        needs_add,
+                    });
+                    None
+                }
+                Err(refused) => Some(refused),
+            };
             partitions.push((data.index, refused));
         }
         answer.push((topic.name, partitions));
@@ -69,21 +100,104 @@ pub fn handle(
 
     let timeout_ms = req.timeout_ms.max(0) as u64;
     if acks == 0 {
+        let entries = staged.into_iter().map(|s| (s.tp, s.records)).collect();
         return produce_without_acks(rm, ctx, timeout_ms, answer, entries);
     }
     let (tx, rx) = oneshot::channel();
-    rm.append_records(
-        ctx,
-        timeout_ms,
-        acks,
-        AppendOrigin::Client,
-        entries,
-        Box::new(move |results| {
-            let response = build_response(answer, results.into_iter().map(|(_, r)| r));
-            let _ = tx.send(ResponseKind::Produce(response));
-        }),
-    );
+    let append = {
+        let (rm, ctx) = (rm.clone(), ctx.clone());
+        move |answer: Answer, entries: Vec<(TopicPartition, Bytes)>| {
+            rm.append_records(
+                &ctx,
+                timeout_ms,
+                acks,
+                AppendOrigin::Client,
+                entries,
+                Box::new(move |results| {
+                    let response = build_response(answer, results.into_iter().map(|(_, r)| r));
+                    let _ = tx.send(ResponseKind::Produce(response));
+                }),
+            );
+        }
+    };
+    match (adding, transactional_id) {
+        (Some((producer_id, epoch)), Some(id)) => {
+            let partitions: Vec<TopicPartition> = staged
+                .iter()
+                .filter(|s| s.needs_add)
+                .map(|s| s.tp.clone())
+                .collect();
+            let added: crate::txn::WriteCallback = Box::new(move |outcome| {
+                let (answer, entries) = after_adding(answer, staged, outcome);
+                append(answer, entries);
+            });
+            match txn.coordinator_of(&id) {
+                Ok(coordinator) => {
+                    coordinator.add_partitions(ctx, &id, producer_id, epoch, &partitions, added)
+                }
+                Err(e) => added(Err(e)),
+            }
+        }
+        _ => {
+            let entries = staged.into_iter().map(|s| (s.tp, s.records)).collect();
+            append(answer, entries);
+        }
+    }
     Reply::from_callback(rx)
+}
+
+/// A partition that passed the handler's checks, on its way to the log; `needs_add`
+/// when a v12+ produce first adds it to its transaction.
+struct Staged {
+    tp: TopicPartition,
+    records: Bytes,
+    needs_add: bool,
+}
+
+/// What goes to the log once the implicit AddPartitionsToTxn answered `outcome`:
+/// everything staged, or, if it failed, all but the partitions it was to add, which
+/// answer its error instead. (CONCURRENT_TRANSACTIONS, the last transaction still ending,
+/// answers NOT_ENOUGH_REPLICAS, which the producer retries, as Kafka's does.)
+fn after_adding(
+    mut answer: Answer,
+    staged: Vec<Staged>,
+    outcome: Result<(), ResponseError>,
+) -> (Answer, Vec<(TopicPartition, Bytes)>) {
+    let Err(error) = outcome else {
+        let entries = staged.into_iter().map(|s| (s.tp, s.records)).collect();
+        return (answer, entries);
+    };
+    let error = match error {
+        ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+        other => other,
+    };
+    let mut entries = Vec::with_capacity(staged.len());
+    for s in staged {
+        if !s.needs_add {
+            entries.push((s.tp, s.records));
+            continue;
+        }
+        let slot = answer
+            .iter_mut()
+            .filter(|(name, _)| *name.0 == *s.tp.topic)
+            .flat_map(|(_, partitions)| partitions.iter_mut())
+            .find(|(index, refused)| *index == s.tp.partition && refused.is_none());
+        if let Some((_, refused)) = slot {
+            *refused = Some(ProducePartitionResult::error(
+                error,
+                format!("{} could not join the transaction", s.tp),
+            ));
+        }
+    }
+    (answer, entries)
+}
+
+/// The (producer id, epoch) of a transactional batch, `None` for any other.
+fn transactional_producer(records: Option<&Bytes>) -> Option<(i64, i16)> {
+    let header = records.and_then(|r| replog::batch::batch_headers(r).next())?;
+    header
+        .is_transactional()
+        .then_some((header.producer_id, header.producer_epoch))
 }
 
 /// Checks a partition's `records` field: present, exactly one whole record batch of
@@ -125,22 +239,17 @@ fn check_transaction(
     records: Option<&Bytes>,
     tp: &TopicPartition,
 ) -> Result<(), ProducePartitionResult> {
-    let Some(header) = records.and_then(|r| replog::batch::batch_headers(r).next()) else {
+    let Some((producer_id, epoch)) = transactional_producer(records) else {
         return Ok(());
     };
-    if !header.is_transactional() {
-        return Ok(());
-    }
-    txn.verify(header.producer_id, header.producer_epoch, tp)
-        .map_err(|error| {
-            ProducePartitionResult::error(
-                error,
-                format!(
-                    "producer {} epoch {} has no open transaction holding {tp}: add the partition to the transaction first",
-                    header.producer_id, header.producer_epoch
-                ),
-            )
-        })
+    txn.verify(producer_id, epoch, tp).map_err(|error| {
+        ProducePartitionResult::error(
+            error,
+            format!(
+                "producer {producer_id} epoch {epoch} has no open transaction holding {tp}: add the partition to the transaction first"
+            ),
+        )
+    })
 }
 
 /// `acks=0`: append, send nothing back, and close the connection if anything failed.

@@ -1,8 +1,8 @@
-//! TxnOffsetCommit (API key 28, v0-3): a consumer group's offsets, committed inside a
+//! TxnOffsetCommit (API key 28, v0-5): a consumer group's offsets, committed inside a
 //! transaction (consume-transform-produce). It arrives at the group's coordinator, which
 //! asks the transaction's coordinator whether the transaction is open and holds the
 //! group's `__consumer_offsets` partition (AddOffsetsToTxn first; INVALID_TXN_STATE
-//! otherwise), then appends the offsets to that partition as the transaction's own batch,
+//! otherwise; from v5, transaction version 2, the request adds it itself), then appends the offsets to that partition as the transaction's own batch,
 //! with acks=-1. The group holds them as pending until the transaction's marker lands
 //! there: COMMIT makes them the group's offsets, ABORT drops them.
 //!
@@ -25,6 +25,9 @@ use crate::coordinator::GroupCoordinator;
 use crate::record_batch::wall_clock_ms;
 use crate::replica_manager::ReplicaManager;
 use crate::txn::TransactionCoordinator;
+
+/// The first TxnOffsetCommit version that adds the group to the transaction itself.
+const ADDS_GROUP: i16 = 5;
 
 /// Handles a TxnOffsetCommit request: answered once the offsets are replicated (or at
 /// once with the error that refuses them all).
@@ -68,27 +71,37 @@ pub fn handle(
                         all: Option<ResponseError>| {
         let _ = tx.send(response(&req, &errors, all));
     };
+    let commit = {
+        let (groups, ctx, group) = (groups.clone(), ctx.clone(), group.clone());
+        move |checked: Result<(), ResponseError>| match checked {
+            Err(e) => respond(HashMap::new(), Some(e)),
+            Ok(()) if offsets.is_empty() => respond(HashMap::new(), None),
+            Ok(()) => groups.handle_commit_offsets(
+                &ctx,
+                &group,
+                &member_id,
+                instance_id.as_deref(),
+                generation_id,
+                Some((producer_id, epoch)),
+                offsets,
+                Box::new(move |results| respond(results.into_iter().collect(), None)),
+            ),
+        }
+    };
     // This broker must coordinate the group; the transaction's coordinator may be
     // another broker's.
-    let checked = groups.manager.check_coordinator(&group).and_then(|()| {
-        txn.coordinator_of(&id)
-            .and_then(|c| c.verify_offsets(&id, producer_id, epoch, &group))
-    });
-    if let Err(e) = checked {
-        respond(HashMap::new(), Some(e));
-    } else if offsets.is_empty() {
-        respond(HashMap::new(), None);
-    } else {
-        groups.handle_commit_offsets(
-            ctx,
-            &group,
-            &member_id,
-            instance_id.as_deref(),
-            generation_id,
-            Some((producer_id, epoch)),
-            offsets,
-            Box::new(move |results| respond(results.into_iter().collect(), None)),
-        );
+    let coordinator = groups
+        .manager
+        .check_coordinator(&group)
+        .and_then(|()| txn.coordinator_of(&id));
+    match coordinator {
+        Err(e) => commit(Err(e)),
+        Ok(c) => match c.verify_offsets(&id, producer_id, epoch, &group) {
+            Err(ResponseError::InvalidTxnState) if ctx.api_version >= ADDS_GROUP => {
+                c.add_offsets(ctx, &id, producer_id, epoch, &group, Box::new(commit))
+            }
+            checked => commit(checked),
+        },
     }
     Reply::from_callback(rx)
 }

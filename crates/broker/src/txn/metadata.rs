@@ -83,6 +83,9 @@ pub struct TxnMetadata {
     pub started_wall_ms: i64,
     /// When its state last changed.
     pub updated_ms: u64,
+    /// The producer id and epoch that the last EndTxn v5+ came with, before it bumped the
+    /// epoch (transaction version 2): a retry of that EndTxn still carries them.
+    pub ended_with: Option<(i64, i16)>,
 }
 
 impl TxnMetadata {
@@ -98,6 +101,7 @@ impl TxnMetadata {
             started_ms: now_ms,
             started_wall_ms: -1,
             updated_ms: now_ms,
+            ended_with: None,
         }
     }
 
@@ -163,6 +167,50 @@ impl TxnMetadata {
         }
     }
 
+    /// EndTxn v5+ (transaction version 2, KIP-890 part 2): like
+    /// [`prepare_end`](Self::prepare_end), and the epoch moves on with every transaction,
+    /// so that nothing the producer sent with the old one can join the next. The markers
+    /// and the producer's next transaction carry the new epoch; the answer gives it.
+    ///
+    /// `Ok(Some(old))`: the markers go out, `old` is the (producer id, epoch) the request
+    /// came with. `Ok(None)`: a retry of the EndTxn that ended the last transaction (it
+    /// still carries the epoch from before the bump), answered at once with the current
+    /// ones. When the epoch is spent, `new_producer_id` gives the id a fresh producer id at
+    /// epoch 0.
+    pub fn prepare_end_bumping(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        now_ms: u64,
+        new_producer_id: impl FnOnce() -> i64,
+    ) -> Result<Option<(i64, i16)>, ResponseError> {
+        if self.ended_with == Some((producer_id, producer_epoch)) {
+            return match (self.state, commit) {
+                (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
+                (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                    Err(ResponseError::ConcurrentTransactions)
+                }
+                _ => Err(ResponseError::InvalidTxnState),
+            };
+        }
+        self.check_producer(producer_id, producer_epoch)?;
+        match self.state {
+            TxnState::Ongoing => {}
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                return Err(ResponseError::ConcurrentTransactions)
+            }
+            _ => return Err(ResponseError::InvalidTxnState),
+        }
+        self.prepare_end(commit, now_ms)?;
+        if self.bump_epoch().is_none() {
+            self.producer_id = new_producer_id();
+            self.producer_epoch = 0;
+        }
+        self.ended_with = Some((producer_id, producer_epoch));
+        Ok(Some((producer_id, producer_epoch)))
+    }
+
     /// The markers of the ending transaction are written: it is complete.
     pub fn complete(&mut self, now_ms: u64) {
         self.state = match self.state {
@@ -189,5 +237,68 @@ impl TxnMetadata {
             .filter(|&e| e < i16::MAX)?;
         self.producer_epoch = next;
         Some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(producer_id: i64, epoch: i16) -> TxnMetadata {
+        let mut meta = TxnMetadata::new("id", producer_id, 60_000, 0);
+        meta.producer_epoch = epoch;
+        meta.add(&[TopicPartition::new("t", 0)], 1)
+            .expect("opens a transaction");
+        meta
+    }
+
+    #[test]
+    fn an_end_that_bumps_the_epoch_is_recognised_when_retried_with_the_old_one() {
+        let mut meta = open(7, 3);
+        assert_eq!(
+            meta.prepare_end_bumping(7, 3, true, 2, || 99),
+            Ok(Some((7, 3)))
+        );
+        assert_eq!(
+            (meta.state, meta.producer_id, meta.producer_epoch),
+            (TxnState::PrepareCommit, 7, 4)
+        );
+        // Retried while the markers are on their way, then after.
+        assert_eq!(
+            meta.prepare_end_bumping(7, 3, true, 3, || 99),
+            Err(ResponseError::ConcurrentTransactions)
+        );
+        meta.complete(4);
+        assert_eq!(meta.prepare_end_bumping(7, 3, true, 5, || 99), Ok(None));
+        // The other decision with the old epoch, or nothing open at the new one.
+        assert_eq!(
+            meta.prepare_end_bumping(7, 3, false, 5, || 99),
+            Err(ResponseError::InvalidTxnState)
+        );
+        assert_eq!(
+            meta.prepare_end_bumping(7, 4, true, 5, || 99),
+            Err(ResponseError::InvalidTxnState)
+        );
+        // Older than the retry's epoch: a zombie.
+        assert_eq!(
+            meta.prepare_end_bumping(7, 2, true, 5, || 99),
+            Err(ResponseError::ProducerFenced)
+        );
+    }
+
+    #[test]
+    fn a_spent_epoch_moves_the_id_to_a_new_producer_id_at_epoch_0() {
+        let mut meta = open(7, i16::MAX - 1);
+        assert_eq!(
+            meta.prepare_end_bumping(7, i16::MAX - 1, false, 2, || 99),
+            Ok(Some((7, i16::MAX - 1)))
+        );
+        assert_eq!((meta.producer_id, meta.producer_epoch), (99, 0));
+        meta.complete(3);
+        // The retry names the old producer id.
+        assert_eq!(
+            meta.prepare_end_bumping(7, i16::MAX - 1, false, 4, || 100),
+            Ok(None)
+        );
     }
 }

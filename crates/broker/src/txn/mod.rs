@@ -66,8 +66,11 @@ pub type InitCallback = Box<dyn FnOnce(Result<(i64, i16), ResponseError>) + Send
 
 pub use log::WriteCallback;
 
-/// Where an EndTxn's answer goes.
+/// Where the end of a transaction's markers is told.
 pub type EndTxnCallback = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
+
+/// Where an EndTxn's answer goes: the producer id and epoch the producer goes on with.
+pub type EndTxnReply = Box<dyn FnOnce(Result<(i64, i16), ResponseError>) + Send>;
 
 /// How long an EndTxn waits for its markers to be replicated before the answer is
 /// REQUEST_TIMED_OUT (the transaction stays in its Prepare state; a retry finds it there).
@@ -198,6 +201,7 @@ impl TransactionCoordinator {
             .lock()
             .insert(meta.producer_id, transactional_id.to_string());
         meta.state = TxnState::Empty;
+        meta.ended_with = None;
         meta.updated_ms = now;
         info!(target: TRACE_TARGET, transactional_id, producer_id = meta.producer_id, epoch = meta.producer_epoch, "producer initialised");
         Ok(meta.clone())
@@ -376,8 +380,11 @@ impl TransactionCoordinator {
         }
     }
 
-    /// EndTxn: commit or abort the open transaction; `reply` is told once its markers
-    /// are replicated (at once for a retry of an EndTxn already done).
+    /// EndTxn: commit or abort the open transaction; `reply` is told, with the producer
+    /// id and epoch the producer goes on with, once its markers are replicated (at once
+    /// for a retry of an EndTxn already done). With `bump_epoch` (EndTxn v5+, transaction
+    /// version 2) every transaction ends with a new epoch, which the markers carry.
+    #[allow(clippy::too_many_arguments)]
     pub fn end_txn(
         self: &Arc<Self>,
         ctx: &RequestContext,
@@ -385,7 +392,9 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-        reply: EndTxnCallback,
+        bump_epoch: bool,
+        allocate: impl FnOnce() -> i64,
+        reply: EndTxnReply,
     ) {
         if let Err(e) = self.check_coordinator(transactional_id) {
             return reply(Err(e));
@@ -396,24 +405,32 @@ impl TransactionCoordinator {
             drop(txns);
             return reply(Err(ResponseError::InvalidProducerIdMapping));
         };
-        if let Err(e) = meta.check_producer(producer_id, producer_epoch) {
-            drop(txns);
-            return reply(Err(e));
+        let decided = if bump_epoch {
+            meta.prepare_end_bumping(producer_id, producer_epoch, commit, now, allocate)
+                .map(|old| old.map(|old| Ending::bumped_from(meta, old)))
+        } else {
+            meta.check_producer(producer_id, producer_epoch)
+                .and_then(|()| meta.prepare_end(commit, now))
+                .map(|start| start.then(|| Ending::of(meta)))
+        };
+        let now_producer = (meta.producer_id, meta.producer_epoch);
+        if let Ok(Some(ending)) = &decided {
+            if ending.producer_id != now_producer.0 {
+                // The epoch was spent: the id goes on with a new producer id.
+                let mut by_producer = self.by_producer.lock();
+                by_producer.remove(&ending.producer_id);
+                by_producer.insert(now_producer.0, transactional_id.to_string());
+            }
         }
-        match meta.prepare_end(commit, now) {
-            Ok(true) => {
-                let ending = Ending::of(meta);
-                drop(txns);
-                self.write_markers(ctx, ending, reply);
-            }
-            Ok(false) => {
-                drop(txns);
-                reply(Ok(()));
-            }
-            Err(e) => {
-                drop(txns);
-                reply(Err(e));
-            }
+        drop(txns);
+        match decided {
+            Ok(Some(ending)) => self.write_markers(
+                ctx,
+                ending,
+                Box::new(move |done| reply(done.map(|()| now_producer))),
+            ),
+            Ok(None) => reply(Ok(now_producer)),
+            Err(e) => reply(Err(e)),
         }
     }
 
@@ -711,6 +728,7 @@ impl TransactionCoordinator {
                 if meta.bump_epoch().is_none() {
                     continue;
                 }
+                meta.ended_with = None;
                 if meta.prepare_end(false, now).is_ok() {
                     info!(target: TRACE_TARGET, transactional_id = %meta.transactional_id, timeout_ms = meta.timeout_ms, epoch = meta.producer_epoch, "aborting a transaction past its transaction.timeout.ms");
                     expired.push(Ending::of(meta));
@@ -787,6 +805,19 @@ impl Ending {
             commit: meta.state == TxnState::PrepareCommit,
             partitions: meta.partitions.iter().cloned().collect(),
         }
+    }
+
+    /// The ending of a transaction whose epoch EndTxn v5 just bumped, the producer having
+    /// written it as `old` (producer id, epoch). Its markers carry the new epoch, or, when
+    /// the epoch was spent and the id moved to a new producer id, the old producer id at
+    /// the last epoch: a marker must name the producer whose records it decides.
+    fn bumped_from(meta: &TxnMetadata, old: (i64, i16)) -> Ending {
+        let mut ending = Ending::of(meta);
+        if meta.producer_id != old.0 {
+            ending.producer_id = old.0;
+            ending.producer_epoch = i16::MAX;
+        }
+        ending
     }
 }
 

@@ -58,6 +58,11 @@ pub fn scenarios() -> Vec<Scenario> {
             true,
             batched_add
         ),
+        scenario!(
+            "transactions/version 2: implicit adds and an epoch bump per transaction",
+            true,
+            transaction_version_2
+        ),
         scenario!("transactions/errors", true, errors),
     ]
 }
@@ -170,6 +175,25 @@ async fn end(
     }
 }
 
+/// The start of most scenarios: `topic` created (one partition) and `id` initialised at
+/// its coordinator with `timeout_ms`: the observation so far (`init.error`), the
+/// coordinator's node, the producer id and the epoch.
+async fn initialised(
+    t: &mut Target,
+    topic: &str,
+    id: &str,
+    timeout_ms: i32,
+) -> Result<(Observation, i32, i64, i16)> {
+    t.create_topic(topic, 1, &[]).await?;
+    let mut o = Observation::new();
+    let node = coordinator(t, id).await?;
+    let (error, pid, epoch) = init(t, node, id, timeout_ms).await?;
+    // Kafka may have moved the coordinator while it created `__transaction_state`.
+    let node = coordinator(t, id).await?;
+    o.error("init.error", error);
+    Ok((o, node, pid, epoch))
+}
+
 /// A transactional produce with the transactional id set, acks=-1.
 async fn produce_txn(
     t: &mut Target,
@@ -179,9 +203,23 @@ async fn produce_txn(
     topic: &str,
     records: bytes::Bytes,
 ) -> Result<()> {
+    produce_txn_at(t, o, prefix, id, topic, records, PRODUCE_VERSION).await
+}
+
+/// [`produce_txn`] at Produce `version` (v12+ adds the partition to the transaction
+/// itself, KIP-890 part 2).
+async fn produce_txn_at(
+    t: &mut Target,
+    o: &mut Observation,
+    prefix: &str,
+    id: &str,
+    topic: &str,
+    records: bytes::Bytes,
+    version: i16,
+) -> Result<()> {
     let req =
         produce_request(topic, 0, -1, 30_000, records).with_transactional_id(Some(txn_id(id)));
-    let resp = t.leader(&req, PRODUCE_VERSION).await?;
+    let resp = t.leader(&req, version).await?;
     match resp
         .responses
         .iter()
@@ -238,12 +276,7 @@ async fn see_both(t: &mut Target, o: &mut Observation, prefix: &str, topic: &str
 async fn abort_and_commit(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("txn");
     let id = c.topic("txn-id");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let node = coordinator(t, &id).await?;
-    let (error, pid, epoch) = init(t, node, &id, 60_000).await?;
-    let node = coordinator(t, &id).await?;
-    o.error("init.error", error);
+    let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 60_000).await?;
     o.set("init.epoch", epoch);
     o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
     produce_txn(
@@ -379,6 +412,19 @@ async fn txn_commit(
     topic: &str,
     offset: i64,
 ) -> Result<String> {
+    txn_commit_at(t, (id, pid, epoch), group, topic, offset, 3).await
+}
+
+/// [`txn_commit`] at TxnOffsetCommit `version` (v5+ adds the group to the transaction
+/// itself, KIP-890 part 2), for the producer (transactional id, producer id, epoch).
+async fn txn_commit_at(
+    t: &mut Target,
+    (id, pid, epoch): (&str, i64, i16),
+    group: &str,
+    topic: &str,
+    offset: i64,
+    version: i16,
+) -> Result<String> {
     let req = TxnOffsetCommitRequest::default()
         .with_transactional_id(txn_id(id))
         .with_group_id(gid(group))
@@ -395,7 +441,7 @@ async fn txn_commit(
                 .with_committed_metadata(Some(name("in-txn")))])]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let resp = t.send(LEADER, &req, 3).await?;
+        let resp = t.send(LEADER, &req, version).await?;
         let error = resp
             .topics
             .first()
@@ -426,12 +472,7 @@ async fn offsets_in_a_transaction(t: &mut Target, c: &Ctx) -> Result<Observation
     let topic = c.topic("txn-offsets");
     let group = c.group("txn-offsets-group");
     let id = c.topic("txn-offsets-id");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let node = coordinator(t, &id).await?;
-    let (error, pid, epoch) = init(t, node, &id, 60_000).await?;
-    let node = coordinator(t, &id).await?;
-    o.error("init.error", error);
+    let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 60_000).await?;
     // A transaction that commits offset 5.
     o.error(
         "add_offsets.error",
@@ -473,12 +514,7 @@ async fn offsets_in_a_transaction(t: &mut Target, c: &Ctx) -> Result<Observation
 async fn zombie(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("txn-zombie");
     let id = c.topic("txn-zombie-id");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let node = coordinator(t, &id).await?;
-    let (error, pid, epoch) = init(t, node, &id, 60_000).await?;
-    let node = coordinator(t, &id).await?;
-    o.error("init.error", error);
+    let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 60_000).await?;
     o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
     produce_txn(
         t,
@@ -521,12 +557,7 @@ async fn zombie(t: &mut Target, c: &Ctx) -> Result<Observation> {
 async fn timed_out(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("txn-timeout");
     let id = c.topic("txn-timeout-id");
-    t.create_topic(&topic, 1, &[]).await?;
-    let mut o = Observation::new();
-    let node = coordinator(t, &id).await?;
-    let (error, pid, epoch) = init(t, node, &id, 2_000).await?;
-    let node = coordinator(t, &id).await?;
-    o.error("init.error", error);
+    let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 2_000).await?;
     o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
     produce_txn(
         t,
@@ -626,5 +657,99 @@ async fn batched_add(t: &mut Target, c: &Ctx) -> Result<Observation> {
     see(&mut o, "add_v4", &resp);
     let resp = t.send(node, &verify(&[&held, &other]), 4).await?;
     see(&mut o, "verify_after_add_v4", &resp);
+    Ok(o)
+}
+
+/// EndTxn v5 (KIP-890 part 2): (error, producer id, epoch) of the answer, retried while
+/// the coordinator answers CONCURRENT_TRANSACTIONS.
+async fn end_v5(
+    t: &mut Target,
+    node: i32,
+    (id, pid, epoch): (&str, i64, i16),
+    commit: bool,
+) -> Result<(i16, i64, i16)> {
+    let req = EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let resp = t.send(node, &req, 5).await?;
+        if resp.error_code != 51 || Instant::now() > deadline {
+            return Ok((resp.error_code, resp.producer_id.0, resp.producer_epoch));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Transaction version 2 (KIP-890 part 2) over the raw protocol: Produce v12 and
+/// TxnOffsetCommit v5 add their partitions to the transaction themselves, EndTxn v5 bumps
+/// the epoch of every transaction and answers the new one, and what an old epoch gets.
+async fn transaction_version_2(t: &mut Target, c: &Ctx) -> Result<Observation> {
+    let topic = c.topic("txn-v2");
+    let group = c.group("txn-v2-group");
+    let id = c.topic("txn-v2-id");
+    let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 60_000).await?;
+    // No AddPartitionsToTxn, no AddOffsetsToTxn.
+    produce_txn_at(
+        t,
+        &mut o,
+        "implicit.",
+        &id,
+        &topic,
+        transactional("a", pid, epoch, 0, 2),
+        12,
+    )
+    .await?;
+    o.set(
+        "implicit_offsets.error",
+        txn_commit_at(t, (&id, pid, epoch), &group, &topic, 2, 5).await?,
+    );
+    o.set("open.lso", stable_end(t, &topic).await?);
+    let (error, end_pid, bumped) = end_v5(t, node, (&id, pid, epoch), true).await?;
+    o.error("commit.error", error);
+    o.set("commit.same_producer_id", end_pid == pid);
+    o.set("commit.epoch_bumped", bumped - epoch);
+    o.set("committed.lso", wait_stable(t, &topic, 3).await?);
+    see_both(t, &mut o, "committed.", &topic).await?;
+    o.set(
+        "committed.offsets",
+        stable_offsets(t, &group, &topic).await?,
+    );
+    // The same EndTxn again, with the epoch it was sent with: a retry.
+    let (error, _, epoch_now) = end_v5(t, node, (&id, pid, epoch), true).await?;
+    o.error("retried_commit.error", error);
+    o.set("retried_commit.epoch_bumped", epoch_now - epoch);
+    let (error, _, _) = end_v5(t, node, (&id, pid, epoch), false).await?;
+    o.error("abort_with_old_epoch.error", error);
+    let (error, _, _) = end_v5(t, node, (&id, pid, bumped), true).await?;
+    o.error("commit_nothing_open.error", error);
+    // The old epoch may not write; the bumped one opens the next transaction.
+    produce_txn_at(
+        t,
+        &mut o,
+        "old_epoch.",
+        &id,
+        &topic,
+        transactional("z", pid, epoch, 2, 1),
+        12,
+    )
+    .await?;
+    produce_txn_at(
+        t,
+        &mut o,
+        "next.",
+        &id,
+        &topic,
+        transactional("b", pid, bumped, 0, 1),
+        12,
+    )
+    .await?;
+    let (error, _, bumped_again) = end_v5(t, node, (&id, pid, bumped), false).await?;
+    o.error("abort.error", error);
+    o.set("abort.epoch_bumped", bumped_again - bumped);
+    o.set("aborted.lso", wait_stable(t, &topic, 5).await?);
+    see_both(t, &mut o, "aborted.", &topic).await?;
     Ok(o)
 }

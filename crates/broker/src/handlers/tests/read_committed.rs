@@ -525,9 +525,14 @@ fn a_coordinator_that_takes_over_finishes_a_decided_transaction_and_keeps_an_ope
         open.producer_id,
         open.epoch,
         true,
+        false,
+        || 999,
         Box::new(move |r| *into.lock().unwrap() = Some(r)),
     );
-    assert_eq!(*ended.lock().unwrap(), Some(Ok(())));
+    assert_eq!(
+        *ended.lock().unwrap(),
+        Some(Ok((open.producer_id, open.epoch)))
+    );
     assert_eq!(fetched(&apis, "open", 1).last_stable_offset, 2);
 }
 
@@ -598,4 +603,116 @@ fn a_brokers_batched_add_partitions_to_txn_verifies_or_adds_each_transaction() {
     assert!(!t10.partitions.contains(&TopicPartition::new("not-held", 0)));
     let t11 = apis.txn_coordinator.describe("t11").expect("known");
     assert!(t11.partitions.contains(&TopicPartition::new("held", 0)));
+}
+
+/// Produce v12 of `count` of `p`'s transactional records to partition 0 of `topic`: the
+/// partition's error code.
+fn produce_v12(apis: &KafkaApis, p: &mut Producer, topic: &str, count: usize) -> i16 {
+    let batch = transactional(p, count);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(1000)
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(p.id))))
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch))])]);
+    let ResponseKind::Produce(produced) = ask(apis, 12, RequestKind::Produce(request)) else {
+        panic!("not a Produce response");
+    };
+    produced.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn v5 with `epoch`: (error code, producer id, epoch) of the answer.
+fn end_v5(apis: &KafkaApis, p: &Producer, epoch: i16, commit: bool) -> (i16, i64, i16) {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let ResponseKind::EndTxn(answer) = ask(apis, 5, RequestKind::EndTxn(request)) else {
+        panic!("not an EndTxn response");
+    };
+    (
+        answer.error_code,
+        answer.producer_id.0,
+        answer.producer_epoch,
+    )
+}
+
+#[test]
+fn under_transaction_version_2_requests_add_their_partitions_and_every_end_bumps_the_epoch() {
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    let apis = KafkaApis::new(ReplicaManager::new(group_test_config()));
+    topic(&apis, "v2");
+    let mut p = init(&apis, "t12");
+    let first = p.epoch;
+    // No AddPartitionsToTxn and no AddOffsetsToTxn: Produce v12 and TxnOffsetCommit v5
+    // add the partition and the group themselves.
+    assert_eq!(produce_v12(&apis, &mut p, "v2", 2), 0);
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_group_id(GroupId(StrBytes::from_static_str("v2-group")))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(name("v2"))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(2),
+                ]),
+        ]);
+    let ResponseKind::TxnOffsetCommit(held) = ask(&apis, 5, RequestKind::TxnOffsetCommit(commit))
+    else {
+        panic!("not a TxnOffsetCommit response");
+    };
+    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    assert_eq!(
+        fetched(&apis, "v2", 1).last_stable_offset,
+        0,
+        "the transaction is open"
+    );
+
+    // EndTxn v5 commits with the next epoch, which the marker carries and the answer gives.
+    assert_eq!(
+        end_v5(&apis, &p, first, true),
+        (0, p.producer_id, first + 1)
+    );
+    let committed = fetched(&apis, "v2", 1);
+    assert_eq!(committed.last_stable_offset, 3);
+    let mut records = committed.records.clone().expect("records");
+    let marker = RecordBatchDecoder::decode_all(&mut records)
+        .expect("batches")
+        .into_iter()
+        .flat_map(|set| set.records)
+        .find(|r| r.control)
+        .expect("a marker");
+    assert_eq!(marker.producer_epoch, first + 1);
+    assert_eq!(fetch_offset(&apis, "v2-group", "v2", true), (0, 2));
+
+    // A retry still carries the old epoch: answered as done, with the new one.
+    assert_eq!(
+        end_v5(&apis, &p, first, true),
+        (0, p.producer_id, first + 1)
+    );
+    let invalid_state = ResponseError::InvalidTxnState.code();
+    assert_eq!(end_v5(&apis, &p, first, false).0, invalid_state);
+    // The old epoch may write no more; the new one opens the next transaction.
+    assert_eq!(
+        produce_v12(&apis, &mut p, "v2", 1),
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    p.epoch = first + 1;
+    p.sequence = 0;
+    assert_eq!(produce_v12(&apis, &mut p, "v2", 1), 0);
+    assert_eq!(
+        end_v5(&apis, &p, first + 1, false),
+        (0, p.producer_id, first + 2)
+    );
+    assert_eq!(fetched(&apis, "v2", 1).last_stable_offset, 5);
 }

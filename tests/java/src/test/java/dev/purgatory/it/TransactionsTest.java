@@ -36,7 +36,8 @@ class TransactionsTest {
             new NewTopic("java-txn", 1, (short) 3),
             new NewTopic("java-txn-zombie", 1, (short) 3),
             new NewTopic("java-txn-in", 1, (short) 3),
-            new NewTopic("java-txn-out", 1, (short) 3));
+            new NewTopic("java-txn-out", 1, (short) 3),
+            new NewTopic("java-txn-v2", 1, (short) 3));
 
     private static KafkaProducer<String, String> transactional(String transactionalId) {
         KafkaProducer<String, String> producer = Clients.producer(cluster.broker(), Map.of(
@@ -167,6 +168,34 @@ class TransactionsTest {
         List<String> all = new ArrayList<>(List.of("--bootstrap-server", cluster.bootstrap()));
         all.addAll(List.of(args));
         return KafkaTool.run(name, "org.apache.kafka.tools.TransactionsCommand", all, 120);
+    }
+
+    /** The transactional id's producer epoch, as the coordinator describes it. */
+    private static int epochOf(String transactionalId) throws Exception {
+        try (org.apache.kafka.clients.admin.Admin admin = Clients.admin(cluster.broker())) {
+            return admin.describeTransactions(List.of(transactionalId)).description(transactionalId).get().producerEpoch();
+        }
+    }
+
+    @Test
+    void underTransactionVersion2EveryTransactionEndsWithANewEpoch() throws Exception {
+        // The broker finalizes transaction.version 2, so this client adds its partitions
+        // through Produce v12 (no AddPartitionsToTxn) and EndTxn v5 moves the epoch on.
+        try (KafkaProducer<String, String> producer = transactional("java-txn-v2")) {
+            int initial = epochOf("java-txn-v2");
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>("java-txn-v2", 0, null, "one"));
+            producer.commitTransaction();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>("java-txn-v2", 0, null, "dropped"));
+            producer.flush();
+            producer.abortTransaction();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>("java-txn-v2", 0, null, "two"));
+            producer.commitTransaction();
+            assertEquals(initial + 3, epochOf("java-txn-v2"), "one epoch per transaction ended");
+        }
+        assertEquals(List.of("one", "two"), read("java-txn-v2", "read_committed", 2));
     }
 
     @Test
