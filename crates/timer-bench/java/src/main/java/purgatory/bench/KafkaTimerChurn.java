@@ -13,9 +13,10 @@ import org.apache.kafka.server.util.timer.TimerTask;
  *
  * <p>The JIT needs a warm-up the Rust side does not: the churn is run once untimed on the
  * filled timer, then once timed. Prints one line,
- * {@code ns_per_op=X cpu_ns_per_op=Y}, where the CPU time is the whole process's (the
- * garbage collector's threads collect what the churn allocates, so they are part of its
- * cost; the Rust side is one thread, whose CPU time is its process's).
+ * {@code ns_per_op=X cpu_ns_per_op=Y thread_cpu_ns_per_op=Z}: wall time; the whole
+ * process's CPU time (the garbage collector's threads collect what the churn allocates,
+ * so they are part of its cost; the Rust side is one thread, whose CPU time is its
+ * process's); and the measuring thread's alone, without the collector.
  *
  * <p>Usage: {@code KafkaTimerChurn PENDING OPS random|fifo SEED}
  */
@@ -85,15 +86,20 @@ public final class KafkaTimerChurn {
 
         com.sun.management.OperatingSystemMXBean bean =
                 (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+        java.lang.management.ThreadMXBean threads = ManagementFactory.getThreadMXBean();
         long cpuStart = bean.getProcessCpuTime();
+        long threadStart = threads.getCurrentThreadCpuTime();
         long start = System.nanoTime();
         churn(timer, tasks, rng, ops, random, oldest);
         long elapsed = System.nanoTime() - start;
         long cpu = bean.getProcessCpuTime() - cpuStart;
+        long thread = threads.getCurrentThreadCpuTime() - threadStart;
         if (timer.size() != pending) {
             throw new IllegalStateException("pending " + timer.size() + ", expected " + pending);
         }
-        System.out.printf("ns_per_op=%.2f cpu_ns_per_op=%.2f%n", (double) elapsed / ops, (double) cpu / ops);
+        System.out.printf(
+                "ns_per_op=%.2f cpu_ns_per_op=%.2f thread_cpu_ns_per_op=%.2f%n",
+                (double) elapsed / ops, (double) cpu / ops, (double) thread / ops);
         timer.close();
     }
 
