@@ -14,6 +14,13 @@
 //!   purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S
 //!                                           Kafka's TestPurgatoryPerformance workload
 //!
+//!   scale [--sizes 1000,10000,...] [--rounds R] [--ops M] [--cancel random,fifo] [--out DIR]
+//!                                           churn at every pending count for every
+//!                                           implementation (Kafka's SystemTimer too, through
+//!                                           crates/timer-bench/java, when java and mvn are
+//!                                           present), in interleaved rounds; per-round ratios
+//!                                           and medians; DIR/scale.csv and DIR/scale.svg
+//!
 //!   common flags: --seed S (default 42), --impl NAME[,NAME...] (run only those)
 //! ```
 //!
@@ -115,7 +122,8 @@ impl Report {
         self.field(key, format!("{value:.2}"))
     }
 
-    fn get(&self, key: &str) -> Option<f64> {
+    /// The value of `key`, if it is a number.
+    pub fn get(&self, key: &str) -> Option<f64> {
         self.fields
             .iter()
             .find(|(k, _)| *k == key)
@@ -164,6 +172,7 @@ fn usage() -> ExitCode {
          \x20          churn --pending P --ops M --cancel random|fifo\n\
          \x20          expire --n N --window-ms W\n\
          \x20          purgatory --num N --rate R --pct50 A --pct75 B --timeout T --keys K --key-space-size S\n\
+         \x20          scale [--sizes N,N,...] [--rounds R] [--ops M] [--cancel random,fifo] [--out DIR] [--java yes|no]\n\
          common:    --seed S, --impl NAME[,NAME...]"
     );
     ExitCode::from(2)
@@ -186,6 +195,7 @@ fn main() -> ExitCode {
         "churn" => workloads::churn::run(&flags),
         "expire" => workloads::expire::run(&flags),
         "purgatory" => workloads::purgatory::run(&flags),
+        "scale" => workloads::scale::run(&flags),
         _ => return usage(),
     };
     match result {

@@ -59,10 +59,57 @@ const RETIRED: u32 = u32::MAX;
 /// is a harmless no-op, however many timers have used the slot since (generations are
 /// never reused). A key is refused by every wheel but the one that issued it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C, packed(4))]
 pub struct Key {
+    /// The slot (high 32 bits) and its generation (low 32 bits) in one field, so that a
+    /// key is written as one 8-byte store and one 4-byte store: a caller copies a returned
+    /// key with an 8-byte load, which the processor can forward from one 8-byte store but
+    /// not from two 4-byte ones (it then waits for both to reach the cache). Packed to
+    /// 4-byte alignment so that the key stays 12 bytes (fields are only ever copied out,
+    /// never borrowed).
+    slot: u64,
     pub(crate) wheel: u32,
-    pub(crate) index: u32,
-    pub(crate) generation: u32,
+}
+
+impl Key {
+    /// The key of slot `index` at `generation` in wheel `wheel`.
+    #[inline]
+    pub(crate) fn new(wheel: u32, index: u32, generation: u32) -> Key {
+        Key {
+            slot: pack(index, generation),
+            wheel,
+        }
+    }
+
+    /// The key whose [`bits`](Key::bits) are `bits`, in wheel `wheel`.
+    #[inline]
+    pub(crate) fn from_bits(wheel: u32, bits: u64) -> Key {
+        Key { slot: bits, wheel }
+    }
+
+    /// The slot and generation packed in 64 bits, without the wheel id.
+    #[inline]
+    pub(crate) fn bits(self) -> u64 {
+        self.slot
+    }
+
+    /// The slot's index.
+    #[inline]
+    pub(crate) fn index(self) -> u32 {
+        (self.slot >> 32) as u32
+    }
+
+    /// The slot's generation when the timer was inserted.
+    #[inline]
+    pub(crate) fn generation(self) -> u32 {
+        self.slot as u32
+    }
+}
+
+/// A slot index and a generation in one `u64`: the index high, the generation low.
+#[inline]
+fn pack(index: u32, generation: u32) -> u64 {
+    (u64::from(index) << 32) | u64::from(generation)
 }
 
 /// One timer's slot. 16 bytes for a 4-byte payload with a niche (`NonZeroU32`), 32 for
@@ -348,6 +395,18 @@ mod tests {
     fn a_timer_slot_is_32_bytes() {
         // What task.rs and the wheel's memory figures say.
         assert_eq!(std::mem::size_of::<Slot<crate::task::Task>>(), 32);
+    }
+
+    #[test]
+    fn a_key_is_12_bytes_and_keeps_its_parts() {
+        // What the README says.
+        assert_eq!(std::mem::size_of::<Key>(), 12);
+        let key = Key::new(7, u32::MAX - 1, 3);
+        assert_eq!(
+            (key.wheel, key.index(), key.generation()),
+            (7, u32::MAX - 1, 3)
+        );
+        assert_eq!(Key::from_bits(7, key.bits()), key);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub struct TimerHandle {
 impl TimerHandle {
     /// The handle packed in 64 bits, without the timer id (for an `AtomicU64` slot).
     pub(crate) fn key_bits(self) -> u64 {
-        ((self.key.index as u64) << 32) | self.key.generation as u64
+        self.key.bits()
     }
 }
 
@@ -270,11 +270,7 @@ impl Timer {
     /// The handle of this timer whose [`key_bits`](TimerHandle::key_bits) are `bits`.
     pub(crate) fn handle_from_bits(&self, bits: u64) -> TimerHandle {
         TimerHandle {
-            key: Key {
-                wheel: self.shared().id,
-                index: (bits >> 32) as u32,
-                generation: bits as u32,
-            },
+            key: Key::from_bits(self.shared().id, bits),
         }
     }
 

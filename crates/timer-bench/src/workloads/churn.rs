@@ -21,10 +21,32 @@ use crate::rng::SplitMix;
 use crate::workloads::add_cancel::id;
 use crate::{print_ratios, Flags, Report};
 
+/// Which pending timer each step cancels.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Victim {
+pub enum Victim {
+    /// A uniformly random one.
     Random,
+    /// The oldest.
     Fifo,
+}
+
+impl Victim {
+    /// From `random` or `fifo`.
+    pub fn parse(text: &str) -> Result<Victim, String> {
+        match text {
+            "random" => Ok(Victim::Random),
+            "fifo" => Ok(Victim::Fifo),
+            other => Err(format!("--cancel must be random or fifo, not {other:?}")),
+        }
+    }
+
+    /// `random` or `fifo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Victim::Random => "random",
+            Victim::Fifo => "fifo",
+        }
+    }
 }
 
 /// Run the workload for every implementation.
@@ -32,11 +54,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     let pending: usize = flags.num("pending", 1_000_000)?;
     let ops: usize = flags.num("ops", 2_000_000)?;
     let seed: u64 = flags.num("seed", 42)?;
-    let victim = match flags.text("cancel", "random").as_str() {
-        "random" => Victim::Random,
-        "fifo" => Victim::Fifo,
-        other => return Err(format!("--cancel must be random or fifo, not {other:?}")),
-    };
+    let victim = Victim::parse(&flags.text("cancel", "random"))?;
     if pending == 0 || ops == 0 {
         return Err("--pending and --ops must be positive".into());
     }
@@ -70,7 +88,8 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     Ok(())
 }
 
-fn measure<I: TimerImpl>(pending: usize, ops: usize, victim: Victim, seed: u64) -> Report {
+/// Fill a fresh `I` with `pending` timers and time `ops` cancel+add pairs on it.
+pub fn measure<I: TimerImpl>(pending: usize, ops: usize, victim: Victim, seed: u64) -> Report {
     let mut rng = SplitMix::new(seed);
     let mut handles: Vec<I::Handle> = Vec::with_capacity(pending);
     let before = live_bytes();
@@ -115,14 +134,7 @@ fn measure<I: TimerImpl>(pending: usize, ops: usize, victim: Victim, seed: u64) 
     Report::new("churn", I::NAME)
         .field("pending", pending)
         .field("ops", ops)
-        .field(
-            "cancel",
-            if victim == Victim::Random {
-                "random"
-            } else {
-                "fifo"
-            },
-        )
+        .field("cancel", victim.name())
         .float("ns_per_op", elapsed.as_nanos() as f64 / ops as f64)
         .float("cpu_ns_per_op", cpu.as_nanos() as f64 / ops as f64)
         .float("bytes_per_entry", bytes)

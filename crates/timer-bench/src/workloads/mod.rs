@@ -5,3 +5,4 @@ pub mod add_cancel;
 pub mod churn;
 pub mod expire;
 pub mod purgatory;
+pub mod scale;

@@ -331,11 +331,7 @@ impl<T> TimingWheel<T> {
                 deadline,
             },
         );
-        let key = Key {
-            wheel: self.id,
-            index,
-            generation,
-        };
+        let key = Key::new(self.id, index, generation);
         (key, wake)
     }
 
@@ -347,9 +343,9 @@ impl<T> TimingWheel<T> {
         if key.wheel != self.id {
             return None;
         }
-        let value = self.slab.take(key.index, key.generation)?;
+        let value = self.slab.take(key.index(), key.generation())?;
         let unsettled = &mut self.unsettled;
-        unsettled.slots[unsettled.len] = key.index;
+        unsettled.slots[unsettled.len] = key.index();
         unsettled.len += 1;
         if unsettled.len == SETTLE_BATCH {
             self.settle();
@@ -425,7 +421,7 @@ impl<T> TimingWheel<T> {
         if key.wheel != self.id {
             return None;
         }
-        self.slab.list_of(key.index, key.generation)
+        self.slab.list_of(key.index(), key.generation())
     }
 
     /// True if `key` names a pending timer of this wheel.
@@ -465,7 +461,7 @@ impl<T> TimingWheel<T> {
         self.list(id)
             .items()
             .iter()
-            .find(|item| item.index == key.index && item.generation == key.generation)
+            .find(|item| item.index == key.index() && item.generation == key.generation())
             .map(|item| item.deadline)
     }
 

@@ -298,16 +298,19 @@ fn a_slot_at_its_last_generation_is_retired_so_old_keys_and_tombstones_stay_dead
     let old = wheel.insert(1_000, 1);
     assert_eq!(wheel.remove(old), Some(1));
     // Drive the slot to its last generation, as 2^32 - 2 timers through it would.
-    wheel.set_generation(old.index, u32::MAX - 1);
+    wheel.set_generation(old.index(), u32::MAX - 1);
     let last = wheel.insert(100_000, 2);
-    assert_eq!((last.index, last.generation), (old.index, u32::MAX - 1));
+    assert_eq!(
+        (last.index(), last.generation()),
+        (old.index(), u32::MAX - 1)
+    );
     assert_eq!(wheel.remove(last), Some(2));
     wheel.next_expiration(); // settles the cancel: the slot is released now
                              // The slot is retired: the next timers get other slots, never (s, 0) again.
     let mut later = Vec::new();
     for i in 0..10 {
         let key = wheel.insert(100_000, 10 + i);
-        assert_ne!(key.index, old.index);
+        assert_ne!(key.index(), old.index());
         later.push(key);
     }
     assert_eq!(wheel.remove(old), None, "a stale key cancels nothing");
@@ -335,7 +338,7 @@ fn keys_of_another_wheel_are_refused() {
     let ka = a.insert(50, 'a');
     let kb = b.insert(50, 'b');
     // Same slot, same generation: only the wheel tells them apart.
-    assert_eq!((ka.index, ka.generation), (kb.index, kb.generation));
+    assert_eq!((ka.index(), ka.generation()), (kb.index(), kb.generation()));
     assert_eq!(a.remove(kb), None);
     assert!(!a.contains(kb));
     assert_eq!(a.position(kb), None);
@@ -468,7 +471,7 @@ fn ties_keep_their_insertion_order_when_the_insertion_numbers_are_renumbered() {
     // finds the counter at its end and renumbers the pending timers.
     wheel.slab.skip_to_seq(u32::MAX - 2);
     let keys: Vec<Key> = (3..=7).map(|value| wheel.insert(100, value)).collect();
-    let seqs: Vec<u32> = keys.iter().map(|k| wheel.slab.seq(k.index)).collect();
+    let seqs: Vec<u32> = keys.iter().map(|k| wheel.slab.seq(k.index())).collect();
     assert_eq!(
         seqs,
         vec![2, 3, 4, 5, 6],
