@@ -22,6 +22,7 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest,
     InitProducerIdRequest, ProducerId, TransactionalId, TxnOffsetCommitRequest,
 };
+use kafka_protocol::protocol::Request;
 
 use super::group_requests::{fetch_offsets, gid};
 use super::{
@@ -134,21 +135,14 @@ async fn add(
         .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
             .with_name(topic_name(topic))
             .with_partitions(vec![partition])]);
-    // CONCURRENT_TRANSACTIONS while the last transaction is still completing (Kafka
-    // writes CompleteCommit/CompleteAbort after the markers): retried, as clients do.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let resp = t.send(node, &req, 3).await?;
-        let error = resp
-            .results_by_topic_v3_and_below
+    let error = |resp: &AddPartitionsToTxnResponse| {
+        resp.results_by_topic_v3_and_below
             .first()
             .and_then(|t| t.results_by_partition.first())
-            .map_or(-1, |p| p.partition_error_code);
-        if error != 51 || Instant::now() > deadline {
-            return Ok(error);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .map_or(-1, |p| p.partition_error_code)
+    };
+    let resp = settled(t, node, &req, 3, error).await?;
+    Ok(error(&resp))
 }
 
 /// EndTxn v3: its error, retried while the coordinator answers CONCURRENT_TRANSACTIONS.
@@ -165,11 +159,26 @@ async fn end(
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_committed(commit);
+    let resp = settled(t, node, &req, 3, |r| r.error_code).await?;
+    Ok(resp.error_code)
+}
+
+/// `req` at `version` to `node`, sent again every 100 ms (for 30 s at most) while its
+/// error (as `error` reads it) is CONCURRENT_TRANSACTIONS: the last transaction is still
+/// completing (Kafka writes CompleteCommit/CompleteAbort after the markers), which
+/// clients retry.
+async fn settled<R: Request>(
+    t: &mut Target,
+    node: i32,
+    req: &R,
+    version: i16,
+    error: impl Fn(&R::Response) -> i16,
+) -> Result<R::Response> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let resp = t.send(node, &req, 3).await?;
-        if resp.error_code != 51 || Instant::now() > deadline {
-            return Ok(resp.error_code);
+        let resp = t.send(node, req, version).await?;
+        if error(&resp) != 51 || Instant::now() > deadline {
+            return Ok(resp);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -192,6 +201,22 @@ async fn initialised(
     let node = coordinator(t, id).await?;
     o.error("init.error", error);
     Ok((o, node, pid, epoch))
+}
+
+/// Partition 0 of `topic` added to the transaction of (`id` at `node`, producer id,
+/// epoch), then `count` of its records tagged `tag` written from sequence 0 and left
+/// open: `add.error` and the produce under `open.`.
+async fn write_open(
+    t: &mut Target,
+    o: &mut Observation,
+    (id, node, pid, epoch): (&str, i32, i64, i16),
+    topic: &str,
+    tag: &str,
+    count: usize,
+) -> Result<()> {
+    o.error("add.error", add(t, node, id, pid, epoch, topic, 0).await?);
+    let records = transactional(tag, pid, epoch, 0, count);
+    produce_txn(t, o, "open.", id, topic, records).await
 }
 
 /// A transactional produce with the transactional id set, acks=-1.
@@ -390,14 +415,8 @@ async fn add_offsets(
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_group_id(gid(group));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let resp = t.send(node, &req, 3).await?;
-        if resp.error_code != 51 || Instant::now() > deadline {
-            return Ok(resp.error_code);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let resp = settled(t, node, &req, 3, |r| r.error_code).await?;
+    Ok(resp.error_code)
 }
 
 /// TxnOffsetCommit v3 of `offset` for partition 0 of `topic`, at the group's coordinator
@@ -515,16 +534,7 @@ async fn zombie(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("txn-zombie");
     let id = c.topic("txn-zombie-id");
     let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 60_000).await?;
-    o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
-    produce_txn(
-        t,
-        &mut o,
-        "open.",
-        &id,
-        &topic,
-        transactional("z", pid, epoch, 0, 2),
-    )
-    .await?;
+    write_open(t, &mut o, (&id, node, pid, epoch), &topic, "z", 2).await?;
     // A second instance: the open transaction is aborted first (the answer is
     // CONCURRENT_TRANSACTIONS until it is, and `init` retries), then the id gets a
     // new epoch.
@@ -558,16 +568,7 @@ async fn timed_out(t: &mut Target, c: &Ctx) -> Result<Observation> {
     let topic = c.topic("txn-timeout");
     let id = c.topic("txn-timeout-id");
     let (mut o, node, pid, epoch) = initialised(t, &topic, &id, 2_000).await?;
-    o.error("add.error", add(t, node, &id, pid, epoch, &topic, 0).await?);
-    produce_txn(
-        t,
-        &mut o,
-        "open.",
-        &id,
-        &topic,
-        transactional("left", pid, epoch, 0, 2),
-    )
-    .await?;
+    write_open(t, &mut o, (&id, node, pid, epoch), &topic, "left", 2).await?;
     let (plain, _) = produce(t, &topic, 0, -1, 30_000, values("plain", 1)).await?;
     see_produce(&mut o, "plain.", &plain);
     o.set("open.lso", stable_end(t, &topic).await?);
@@ -673,14 +674,8 @@ async fn end_v5(
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_committed(commit);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let resp = t.send(node, &req, 5).await?;
-        if resp.error_code != 51 || Instant::now() > deadline {
-            return Ok((resp.error_code, resp.producer_id.0, resp.producer_epoch));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let resp = settled(t, node, &req, 5, |r| r.error_code).await?;
+    Ok((resp.error_code, resp.producer_id.0, resp.producer_epoch))
 }
 
 /// Transaction version 2 (KIP-890 part 2) over the raw protocol: Produce v12 and
