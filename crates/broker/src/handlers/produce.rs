@@ -54,6 +54,7 @@ pub fn handle(
     let transactional_id = req.transactional_id.as_ref().map(|id| id.to_string());
     // The producer whose partitions this request adds to its transaction (v12+), once.
     let mut adding: Option<(i64, i16)> = None;
+    let may_add = ctx.api_version >= ADDS_PARTITIONS && acks != 0 && transactional_id.is_some();
     let mut answer: Answer = Vec::with_capacity(req.topic_data.len());
     let mut staged: Vec<Staged> = Vec::new();
     for topic in req.topic_data {
@@ -68,11 +69,11 @@ pub fn handle(
             let checked = check_records(records, ctx.api_version).and_then(|()| {
                 let verified = check_transaction(txn, records, &tp).map(|()| false);
                 verified.or_else(|refused| {
-                    let producer = transactional_producer(records);
+                    // Outside the transaction, from a producer that may add it (one per
+                    // request): it joins before the append.
+                    let outside = refused.error == Some(ResponseError::InvalidTxnState);
+                    let producer = transactional_producer(records).filter(|_| may_add && outside);
                     match (producer, adding) {
-                        _ if ctx.api_version < ADDS_PARTITIONS || acks == 0 => Err(refused),
-                        _ if transactional_id.is_none() => Err(refused),
-                        _ if refused.error != Some(ResponseError::InvalidTxnState) => Err(refused),
                         (Some(p), None) => {
                             adding = Some(p);
                             Ok(true)

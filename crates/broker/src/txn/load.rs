@@ -29,7 +29,8 @@ use kafka_protocol::records::RecordBatchDecoder;
 use replog::ReadBound;
 use tracing::{info, warn};
 
-use super::{log, Ending, TransactionCoordinator, TxnMetadata, TxnState, TRACE_TARGET};
+use super::markers::Ending;
+use super::{log, TransactionCoordinator, TxnMetadata, TxnState, TRACE_TARGET};
 use crate::partition::PartitionHandle;
 use crate::request::RequestContext;
 
