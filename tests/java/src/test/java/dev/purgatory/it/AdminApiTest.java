@@ -256,7 +256,7 @@ class AdminApiTest {
         assertTrue(synonyms(replication).get(0).endsWith(":default.replication.factor=3"), synonyms(replication).toString());
         if (BrokerExtension.externalBootstrap() != null) {
             // Kafka's own defaults, and a config this broker does not have (it lists only
-            // the settings it runs with: README, Differences from Kafka).
+            // the settings it runs with: docs/differences.md).
             assertEquals(synonym("default.replication.factor", "1", ConfigSource.DEFAULT_CONFIG),
                     synonyms(replication).get(1));
             ConfigEntry hours = brokerConfig.get("log.retention.hours");

@@ -241,7 +241,7 @@ class AdminToolsTest {
                 "the built-in default comes last: " + configs.get("min.insync.replicas"));
         if (BrokerExtension.externalBootstrap() != null) {
             // Not set anywhere: Kafka's defaults, of a config this broker does not have (it
-            // lists only the settings it runs with: README, Differences from Kafka).
+            // lists only the settings it runs with: docs/differences.md).
             assertEquals("168", value(configs, "log.retention.hours"));
             assertEquals(List.of("DEFAULT_CONFIG:log.retention.hours=168"), configs.get("log.retention.hours").synonyms());
         }
