@@ -80,7 +80,8 @@ impl GroupCoordinator {
                 // A transaction's marker: it decides the offsets that transaction wrote
                 // before it, in every group of this partition.
                 match records::read_control_type(record.key.as_ref()) {
-                    Some(commit) => {
+                    Some(marker) => {
+                        let commit = marker == replog::ControlType::Commit;
                         for id in &touched {
                             if let Some(handle) = self.group(id) {
                                 self.locked(&handle, |_, g, _| {

@@ -253,14 +253,14 @@ pub fn read_key(mut buf: Bytes) -> anyhow::Result<RecordKey> {
     }
 }
 
-/// A control record's key (version, type): `Some(true)` for a transaction's COMMIT
-/// marker, `Some(false)` for ABORT, `None` for anything else.
-pub fn read_control_type(key: Option<&Bytes>) -> Option<bool> {
+/// A control record's key (version, type): the transaction marker it is, `None` for
+/// anything else.
+pub fn read_control_type(key: Option<&Bytes>) -> Option<replog::ControlType> {
     let mut key = key?.clone();
     let _version = get_i16(&mut key).ok()?;
     match get_i16(&mut key).ok()? {
-        0 => Some(false),
-        1 => Some(true),
+        0 => Some(replog::ControlType::Abort),
+        1 => Some(replog::ControlType::Commit),
         _ => None,
     }
 }

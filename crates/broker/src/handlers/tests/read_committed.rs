@@ -227,30 +227,20 @@ fn fetch_offset(apis: &KafkaApis, group: &str, topic: &str, require_stable: bool
     (p.error_code, p.committed_offset)
 }
 
-/// `send_offsets_to_transaction` as a producer sends it: AddOffsetsToTxn of `group`,
-/// then TxnOffsetCommit of `offset` for partition 0 of `topic`, with no member and no
-/// generation. Their error codes.
-fn send_offsets(
+/// TxnOffsetCommit at `version` of `offset` for partition 0 of `topic`, from `p` for
+/// `group`, as a standalone producer sends it (no member, no generation): the
+/// partition's error code.
+fn txn_offset_commit(
     apis: &KafkaApis,
+    version: i16,
     p: &Producer,
     group: &str,
     topic: &str,
     offset: i64,
-) -> (i16, i16) {
-    let group = || GroupId(StrBytes::from_string(group.to_string()));
-    let add_offsets = AddOffsetsToTxnRequest::default()
+) -> i16 {
+    let request = TxnOffsetCommitRequest::default()
         .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
-        .with_producer_id(ProducerId(p.producer_id))
-        .with_producer_epoch(p.epoch)
-        .with_group_id(group());
-    let ResponseKind::AddOffsetsToTxn(added) =
-        ask(apis, 3, RequestKind::AddOffsetsToTxn(add_offsets))
-    else {
-        panic!("not an AddOffsetsToTxn response");
-    };
-    let commit = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
-        .with_group_id(group())
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_producer_id(ProducerId(p.producer_id))
         .with_producer_epoch(p.epoch)
         .with_generation_id(-1)
@@ -263,11 +253,36 @@ fn send_offsets(
                         .with_committed_offset(offset),
                 ]),
         ]);
-    let ResponseKind::TxnOffsetCommit(held) = ask(apis, 3, RequestKind::TxnOffsetCommit(commit))
+    let ResponseKind::TxnOffsetCommit(answer) =
+        ask(apis, version, RequestKind::TxnOffsetCommit(request))
     else {
         panic!("not a TxnOffsetCommit response");
     };
-    (added.error_code, held.topics[0].partitions[0].error_code)
+    answer.topics[0].partitions[0].error_code
+}
+
+/// `send_offsets_to_transaction` as a producer sends it: AddOffsetsToTxn of `group`,
+/// then TxnOffsetCommit of `offset` for partition 0 of `topic`, with no member and no
+/// generation. Their error codes.
+fn send_offsets(
+    apis: &KafkaApis,
+    p: &Producer,
+    group: &str,
+    topic: &str,
+    offset: i64,
+) -> (i16, i16) {
+    let add_offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(p.epoch)
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())));
+    let ResponseKind::AddOffsetsToTxn(added) =
+        ask(apis, 3, RequestKind::AddOffsetsToTxn(add_offsets))
+    else {
+        panic!("not an AddOffsetsToTxn response");
+    };
+    let held = txn_offset_commit(apis, 3, p, group, topic, offset);
+    (added.error_code, held)
 }
 
 #[test]
@@ -326,8 +341,8 @@ fn a_transactions_offsets_are_its_batch_in_consumer_offsets_decided_by_its_marke
         for r in set.records {
             let what = match (r.control, r.transactional) {
                 (true, _) => match crate::coordinator::records::read_control_type(r.key.as_ref()) {
-                    Some(true) => "COMMIT",
-                    Some(false) => "ABORT",
+                    Some(replog::ControlType::Commit) => "COMMIT",
+                    Some(replog::ControlType::Abort) => "ABORT",
                     None => "?",
                 },
                 (false, true) => "txn offset",
@@ -368,28 +383,8 @@ fn a_txn_offset_commit_needs_add_offsets_to_txn_first() {
     topic(&apis, "src");
     let p = init(&apis, "t9");
     assert_eq!(add(&apis, &p, "src"), 0);
-    let request = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
-        .with_group_id(GroupId(StrBytes::from_static_str("unadded")))
-        .with_producer_id(ProducerId(p.producer_id))
-        .with_producer_epoch(p.epoch)
-        .with_generation_id(-1)
-        .with_topics(vec![
-            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                .with_name(name("src"))
-                .with_partitions(vec![
-                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(3),
-                ]),
-        ]);
-    let ResponseKind::TxnOffsetCommit(answer) =
-        ask(&apis, 3, RequestKind::TxnOffsetCommit(request))
-    else {
-        panic!("not a TxnOffsetCommit response");
-    };
     assert_eq!(
-        answer.topics[0].partitions[0].error_code,
+        txn_offset_commit(&apis, 3, &p, "unadded", "src", 3),
         ResponseError::InvalidTxnState.code()
     );
     assert_eq!(apis.group_coordinator.txn_offsets_held(), 0);
@@ -652,26 +647,7 @@ fn under_transaction_version_2_requests_add_their_partitions_and_every_end_bumps
     // No AddPartitionsToTxn and no AddOffsetsToTxn: Produce v12 and TxnOffsetCommit v5
     // add the partition and the group themselves.
     assert_eq!(produce_v12(&apis, &mut p, "v2", 2), 0);
-    let commit = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(StrBytes::from_static_str(p.id)))
-        .with_group_id(GroupId(StrBytes::from_static_str("v2-group")))
-        .with_producer_id(ProducerId(p.producer_id))
-        .with_producer_epoch(p.epoch)
-        .with_generation_id(-1)
-        .with_topics(vec![
-            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                .with_name(name("v2"))
-                .with_partitions(vec![
-                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(2),
-                ]),
-        ]);
-    let ResponseKind::TxnOffsetCommit(held) = ask(&apis, 5, RequestKind::TxnOffsetCommit(commit))
-    else {
-        panic!("not a TxnOffsetCommit response");
-    };
-    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    assert_eq!(txn_offset_commit(&apis, 5, &p, "v2-group", "v2", 2), 0);
     assert_eq!(
         fetched(&apis, "v2", 1).last_stable_offset,
         0,
