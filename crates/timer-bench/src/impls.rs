@@ -12,7 +12,9 @@
 //!   barriers (on x86 each is a `lock`-prefixed instruction), apart from locking;
 //! * `binary-heap`: [`HeapTimer`], a `BinaryHeap` with tombstones;
 //! * `delay-queue`: `tokio_util::time::DelayQueue` (itself a slab-backed hierarchical
-//!   wheel with 64 slots per level), used from inside a tokio runtime context.
+//!   wheel with 64 slots per level), used from inside a tokio runtime context;
+//! * `slots-only` (churn and scale): [`SlotsOnly`], generation-checked slots and nothing
+//!   else, the floor under every implementation (see `floor.rs`).
 //!
 //! Every implementation gets its capacity up front, deadlines in milliseconds from a fixed
 //! base (no clock read per operation), the same payload (a `NonZeroU32` id, which an
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use timewheel::{Key, Timer, TimerConfig, TimerHandle, TimingWheel};
 use tokio_util::time::{delay_queue, DelayQueue};
 
+use crate::floor::{SlotKey, SlotsOnly};
 use crate::heap::{HeapHandle, HeapTimer};
 
 /// What the add/cancel workloads need from a timer.
@@ -171,6 +174,26 @@ impl TimerImpl for HeapTimer<NonZeroU32> {
     #[inline]
     fn cancel(&mut self, handle: HeapHandle) -> bool {
         HeapTimer::cancel(self, handle)
+    }
+}
+
+impl TimerImpl for SlotsOnly<NonZeroU32> {
+    const NAME: &'static str = "slots-only";
+    type Handle = SlotKey;
+
+    fn with_capacity(capacity: usize) -> Self {
+        SlotsOnly::with_capacity(capacity)
+    }
+
+    /// The delay is dropped: nothing is ordered (see `floor.rs`).
+    #[inline]
+    fn add(&mut self, _delay_ms: u64, id: NonZeroU32) -> SlotKey {
+        SlotsOnly::add(self, id)
+    }
+
+    #[inline]
+    fn cancel(&mut self, handle: SlotKey) -> bool {
+        SlotsOnly::cancel(self, handle).is_some()
     }
 }
 

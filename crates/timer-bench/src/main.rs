@@ -28,7 +28,8 @@
 //! for the shared, locked `Timer`, and in churn `timewheel-locked`, the bare wheel behind a
 //! mutex, and `timewheel-fenced`, the bare wheel with a lock's two atomic read-modify-writes
 //! per call and no lock), a `BinaryHeap` with tombstones (`binary-heap`) and
-//! `tokio_util::time::DelayQueue` (`delay-queue`). Each prints one line per implementation,
+//! `tokio_util::time::DelayQueue` (`delay-queue`); churn and scale also run `slots-only`,
+//! not a timer but the floor under all of them (`floor.rs`). Each prints one line per implementation,
 //! `WORKLOAD impl=NAME key=value ...`, then one `WORKLOAD ratio=BASELINE/timewheel ...` line
 //! per baseline (a ratio above 1 means ours is faster). This is a plain binary rather than
 //! a criterion bench because the workloads are whole scenarios with their own metrics
@@ -36,6 +37,7 @@
 
 mod alloc;
 mod cpu;
+mod floor;
 mod heap;
 mod impls;
 mod rng;

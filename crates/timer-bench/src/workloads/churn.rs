@@ -15,6 +15,7 @@ use timewheel::TimingWheel;
 
 use crate::alloc::live_bytes;
 use crate::cpu::thread_cpu;
+use crate::floor::SlotsOnly;
 use crate::heap::HeapTimer;
 use crate::impls::{in_tokio, FencedWheel, LockedWheel, SharedTimer, TimerImpl, TokioDelayQueue};
 use crate::rng::SplitMix;
@@ -80,6 +81,9 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         reports.push(in_tokio(|| {
             measure::<TokioDelayQueue>(pending, ops, victim, seed)
         }));
+    }
+    if flags.wants("slots-only") {
+        reports.push(measure::<SlotsOnly<NonZeroU32>>(pending, ops, victim, seed));
     }
     for r in &reports {
         r.print();

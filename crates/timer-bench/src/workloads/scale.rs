@@ -6,8 +6,10 @@
 //! counts from 1k to 10M, for the bare wheel, the shared `Timer`, the lazy binary heap,
 //! tokio's `DelayQueue`, and Kafka's own `SystemTimer` when `java` and `mvn` are present
 //! (through the harness in `crates/timer-bench/java`, which runs the same workload on the
-//! class as Apache Kafka publishes it).
+//! class as Apache Kafka publishes it), and under them all `slots-only`, the floor: the
+//! generation-checked slot that any of them must read to cancel (`floor.rs`).
 //!
+//! Every measurement runs in a process of its own (this binary's `churn`, or Kafka's JVM).
 //! The machine is shared and noisy, so the sweep runs in *rounds*: each round measures
 //! every size and every implementation once, implementations in an order that rotates
 //! from round to round, and every ratio is taken within one round, then summarised by its
@@ -23,33 +25,32 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use timewheel::TimingWheel;
-
-use crate::heap::HeapTimer;
-use crate::impls::{in_tokio, SharedTimer, TokioDelayQueue};
-use crate::workloads::churn::{measure, Victim};
+use crate::workloads::churn::Victim;
 use crate::{say, Flags};
 
 /// The implementations the sweep measures, in the plot's legend order.
-const IMPLS: [&str; 5] = [
+const IMPLS: [&str; 6] = [
     "timewheel",
     "timewheel-timer",
     "binary-heap",
     "delay-queue",
     "kafka-system-timer",
+    "slots-only",
 ];
 
 /// The ratios printed after the sweep: (baseline, ours), each per round then the median.
-const RATIOS: [(&str, &str); 5] = [
+const RATIOS: [(&str, &str); 7] = [
     ("binary-heap", "timewheel"),
     ("binary-heap", "timewheel-timer"),
     ("kafka-system-timer", "timewheel-timer"),
     (KAFKA_THREAD, "timewheel-timer"),
     ("delay-queue", "timewheel"),
+    // How far above the floor: the cost that is the structure's own.
+    ("timewheel", "slots-only"),
+    ("binary-heap", "slots-only"),
 ];
 
 /// Kafka's figure in the ratios is its process's CPU time (its garbage collector
@@ -164,8 +165,13 @@ fn list(text: &str, name: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// One churn measurement of a Rust implementation: (wall, CPU, thread CPU) ns per
-/// cancel+add pair (one thread: its CPU time is the process's).
+/// One churn measurement of a Rust implementation, in a process of its own (this binary's
+/// `churn` workload): (wall, CPU, thread CPU) ns per cancel+add pair (one thread: its CPU
+/// time is the process's).
+///
+/// A process of its own, as Kafka's JVM gets, so that no implementation inherits another's
+/// leftovers: memory the allocator has already faulted in (which spares the next one the
+/// page faults of growing its arrays), or a heap fragmented by it.
 fn one(
     name: &str,
     pending: usize,
@@ -173,17 +179,38 @@ fn one(
     cancel: Victim,
     seed: u64,
 ) -> Result<(f64, f64, f64), String> {
-    let report = match name {
-        "timewheel" => measure::<TimingWheel<NonZeroU32>>(pending, ops, cancel, seed),
-        "timewheel-timer" => measure::<SharedTimer>(pending, ops, cancel, seed),
-        "binary-heap" => measure::<HeapTimer<NonZeroU32>>(pending, ops, cancel, seed),
-        "delay-queue" => in_tokio(|| measure::<TokioDelayQueue>(pending, ops, cancel, seed)),
-        other => return Err(format!("no implementation {other:?}")),
-    };
-    match (report.get("ns_per_op"), report.get("cpu_ns_per_op")) {
-        (Some(ns), Some(cpu)) => Ok((ns, cpu, cpu)),
-        _ => Err(format!("{name}: no ns_per_op in its report")),
+    let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+    let output = Command::new(exe)
+        .arg("churn")
+        .args(["--pending", &pending.to_string()])
+        .args(["--ops", &ops.to_string()])
+        .args(["--cancel", cancel.name()])
+        .args(["--seed", &seed.to_string()])
+        .args(["--impl", name])
+        .output()
+        .map_err(|e| format!("churn --impl {name}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "churn --impl {name} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
     }
+    let line = stdout
+        .lines()
+        .find(|l| l.split_whitespace().any(|kv| kv == format!("impl={name}")))
+        .ok_or_else(|| format!("churn --impl {name} printed {stdout:?}"))?;
+    match (field(line, "ns_per_op"), field(line, "cpu_ns_per_op")) {
+        (Some(ns), Some(cpu)) => Ok((ns, cpu, cpu)),
+        _ => Err(format!("churn --impl {name} printed {line:?}")),
+    }
+}
+
+/// The number after `key=` in a `key=value ...` line.
+fn field(line: &str, key: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
 /// Kafka's `SystemTimer` through the Java harness: its classpath, built once.
@@ -254,15 +281,10 @@ impl KafkaHarness {
                 String::from_utf8_lossy(&output.stderr)
             ));
         }
-        let field = |key: &str| -> Option<f64> {
-            stdout
-                .split_whitespace()
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-        };
         match (
-            field("ns_per_op"),
-            field("cpu_ns_per_op"),
-            field("thread_cpu_ns_per_op"),
+            field(&stdout, "ns_per_op"),
+            field(&stdout, "cpu_ns_per_op"),
+            field(&stdout, "thread_cpu_ns_per_op"),
         ) {
             (Some(ns), Some(cpu), Some(thread)) => Ok((ns, cpu, thread)),
             _ => Err(format!("the Kafka harness printed {stdout:?}")),
@@ -328,7 +350,7 @@ fn print_ratios(samples: &[Sample], cancels: &[Victim], sizes: &[usize], rounds:
                 print_ratio(&format!("{base}/{ours}"), cancel, pending, per_round);
             }
             if pending != 10_000 {
-                for name in ["timewheel", "timewheel-timer"] {
+                for name in ["timewheel", "timewheel-timer", "binary-heap", "slots-only"] {
                     let per_round: Vec<f64> = (0..rounds)
                         .filter_map(|r| {
                             Some(
@@ -384,7 +406,9 @@ fn csv(samples: &[Sample]) -> String {
 }
 
 /// Colours of the plot's lines, by implementation (in [`IMPLS`] order).
-const COLOURS: [&str; 5] = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f"];
+const COLOURS: [&str; 6] = [
+    "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f", "#9467bd",
+];
 
 /// Size of one panel of the plot, and its margins.
 const PANEL_W: f64 = 420.0;
@@ -530,16 +554,25 @@ fn svg(samples: &[Sample], cancels: &[Victim], impls: &[&'static str], ops: usiz
             let ly = TOP + PANEL_H + 58.0 + (i / 3) as f64 * 18.0;
             let _ = writeln!(
                 s,
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="3"/><text x="{}" y="{}">{name}</text>"#,
+                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
                 lx + 20.0,
                 lx + 26.0,
-                ly + 4.0
+                ly + 4.0,
+                legend(name)
             );
         }
         let _ = writeln!(s, "</g>");
     }
     let _ = writeln!(s, "</svg>");
     s
+}
+
+/// An implementation's name in the plot's legend.
+fn legend(name: &str) -> String {
+    match name {
+        "slots-only" => "slots-only (the floor)".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// 1000 as `1k`, 1000000 as `1M`, small numbers as they are.
