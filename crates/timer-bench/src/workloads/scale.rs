@@ -180,23 +180,15 @@ fn one(
     seed: u64,
 ) -> Result<(f64, f64, f64), String> {
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
-    let output = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .arg("churn")
         .args(["--pending", &pending.to_string()])
         .args(["--ops", &ops.to_string()])
         .args(["--cancel", cancel.name()])
         .args(["--seed", &seed.to_string()])
-        .args(["--impl", name])
-        .output()
-        .map_err(|e| format!("churn --impl {name}: {e}"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "churn --impl {name} failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
+        .args(["--impl", name]);
+    let stdout = stdout_of(&mut command, &format!("churn --impl {name}"))?;
     let line = stdout
         .lines()
         .find(|l| l.split_whitespace().any(|kv| kv == format!("impl={name}")))
@@ -205,6 +197,20 @@ fn one(
         (Some(ns), Some(cpu)) => Ok((ns, cpu, cpu)),
         _ => Err(format!("churn --impl {name} printed {line:?}")),
     }
+}
+
+/// Run a measuring process (`what` names it in errors) and return what it printed; a
+/// failure to start or a failed exit is an error carrying its stderr.
+fn stdout_of(command: &mut Command, what: &str) -> Result<String, String> {
+    let output = command.output().map_err(|e| format!("{what}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{what} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// The number after `key=` in a `key=value ...` line.
@@ -262,7 +268,8 @@ impl KafkaHarness {
         cancel: Victim,
         seed: u64,
     ) -> Result<(f64, f64, f64), String> {
-        let output = Command::new("java")
+        let mut command = Command::new("java");
+        command
             .args(["-Xmx8g", "-cp", &self.classpath])
             .arg("purgatory.bench.KafkaTimerChurn")
             .args([
@@ -270,17 +277,8 @@ impl KafkaHarness {
                 ops.to_string(),
                 cancel.name().to_string(),
                 seed.to_string(),
-            ])
-            .output()
-            .map_err(|e| format!("java: {e}"))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return Err(format!(
-                "the Kafka harness failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
+            ]);
+        let stdout = stdout_of(&mut command, "the Kafka harness")?;
         match (
             field(&stdout, "ns_per_op"),
             field(&stdout, "cpu_ns_per_op"),
